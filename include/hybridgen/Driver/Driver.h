@@ -1,0 +1,132 @@
+//===- Driver.h - compile hg modules: JIT or ahead of time -------*- C++ -*-===//
+//
+// The compiler driver used by the tools and by Python. This header names no MLIR type on purpose:
+// users (the Python extension, benchmarks) include it without the MLIR headers.
+//
+// Calling convention: every public function of a compiled module is emitted with
+// `llvm.emit_c_interface`, so it is reachable as `_mlir_ciface_<name>(Desc *...)`, one pointer to a
+// strided memref descriptor per memref argument (and plain values for scalars). JIT and ahead-of-
+// time artifacts use the same symbols, so one MemRefArg list calls both and gets the same result.
+//
+//===----------------------------------------------------------------------===//
+#ifndef HYBRIDGEN_DRIVER_DRIVER_H
+#define HYBRIDGEN_DRIVER_DRIVER_H
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace hybridgen::driver {
+
+/// Diagnostics of a failed compilation (parse, verify, a pass, translation), with their
+/// locations, as one human-readable text in what().
+class CompileError : public std::runtime_error {
+public:
+  using std::runtime_error::runtime_error;
+};
+
+/// Bad arguments to a compiled function (shape, dtype, null pointer, lengths beyond the pool).
+class ArgumentError : public std::invalid_argument {
+public:
+  using std::invalid_argument::invalid_argument;
+};
+
+enum class DType { f32, f16, bf16, i32, i64 };
+/// "f32", "f16", "bf16", "i32", "i64"; throws ArgumentError for anything else.
+DType parseDType(const std::string &name);
+const char *dtypeName(DType dtype);
+size_t dtypeSize(DType dtype);
+
+struct CompileOptions {
+  /// Lower the partials of every device to CPU code (the no-GPU fallback). Until the GPU lowering
+  /// exists this is the only way to run a [cpu, gpu] split.
+  bool allDevicesOnCpu = true;
+  /// Tokens per parallel CPU chunk (0: the lowering chooses).
+  int64_t chunkTokens = 0;
+  /// Ahead-of-time target ("host" = this machine); the JIT always uses the host.
+  std::string targetCpu = "host";
+  std::string targetFeatures; // e.g. "+avx2,+fma"; empty = the CPU's own
+  /// Shared libraries the JIT loads (libomp, the runtime); empty = the defaults found at build time.
+  std::vector<std::string> sharedLibs;
+};
+
+/// A hybrid decode attention described by shapes, for users who do not write MLIR.
+struct AttentionSpec {
+  int64_t batch = -1;          // -1 = dynamic
+  int64_t qHeads = 32;
+  int64_t kvHeads = 8;
+  int64_t headDim = 128;
+  int64_t blockSize = 16;
+  int64_t numBlocks = -1;      // -1 = dynamic
+  int64_t maxBlocksPerSeq = -1; // -1 = dynamic
+  std::string kvDtype = "f32"; // f32 | f16 | bf16
+  std::optional<float> scale;  // default 1/sqrt(headDim)
+  std::optional<int64_t> window;
+  std::optional<float> softcap;
+  std::vector<std::string> devices = {"cpu", "gpu"};
+  std::optional<int64_t> splitPoint; // nullopt = read from the runtime (segment `segmentId`)
+  bool sparse = false;
+  int64_t topK = 0;
+  int64_t segmentId = 0;
+  /// Also expose each device's (o, m, l) partial as function arguments (after `out`).
+  bool returnPartials = false;
+};
+
+/// MLIR text of `func.func @hg_attention(q, k_pool, v_pool, block_table, seq_lens, out
+/// [, o_0, m_0, l_0, o_1, m_1, l_1])` for |spec|. Throws ArgumentError on an inconsistent spec.
+std::string buildAttentionModule(const AttentionSpec &spec);
+
+/// One memref argument: a view of caller memory, never copied.
+struct MemRefArg {
+  void *data = nullptr;
+  DType dtype = DType::f32;
+  std::vector<int64_t> shape;
+  std::vector<int64_t> strides; // in elements; empty = row-major contiguous
+};
+
+/// The memref arguments a compiled function expects (static dims as given, -1 where dynamic).
+struct ArgSpec {
+  DType dtype;
+  std::vector<int64_t> shape;
+};
+
+/// A module compiled in-process with the MLIR ExecutionEngine (JIT).
+class JitModule {
+public:
+  /// Parses, verifies, lowers (the hg CPU pipeline) and JIT-compiles |mlirText|.
+  /// Throws CompileError with the diagnostics.
+  static std::unique_ptr<JitModule> compile(const std::string &mlirText,
+                                            const CompileOptions &options = {});
+  ~JitModule();
+
+  /// The memref signature of public function |name|; throws ArgumentError if there is none.
+  const std::vector<ArgSpec> &signature(const std::string &name) const;
+  /// Calls |name| on |args| after checking them against its signature (rank, dtype, static dims,
+  /// non-null data). Does not hold any lock: callers may release the GIL around it.
+  void call(const std::string &name, const std::vector<MemRefArg> &args) const;
+
+private:
+  JitModule();
+  struct Impl;
+  std::unique_ptr<Impl> impl;
+};
+
+/// Ahead of time: lower |mlirText| and write a relocatable object (.o) for the target of |options|.
+void compileToObject(const std::string &mlirText, const std::string &outPath,
+                     const CompileOptions &options = {});
+/// Ahead of time: a shared library linked against the runtime and libomp only (never libMLIR),
+/// plus a `<outPath>.sig` text file describing each function's memref signature.
+void compileToSharedLibrary(const std::string &mlirText, const std::string &outPath,
+                            const CompileOptions &options = {});
+
+/// Checks decode-attention buffers (q, k_pool, v_pool, block_table, seq_lens, out) for consistency
+/// before a call: shapes agree, GQA ratio whole, lengths within the pool and the block table,
+/// block ids within the pool. Throws ArgumentError with a clear message.
+void validateAttentionArgs(const std::vector<MemRefArg> &args, int64_t blockSize);
+
+} // namespace hybridgen::driver
+
+#endif // HYBRIDGEN_DRIVER_DRIVER_H

@@ -1,0 +1,217 @@
+//===- HGOps.cpp - hg op verifiers ------------------------------*- C++ -*-===//
+#include "hybridgen/Dialect/HG/HGOps.h"
+
+#include "mlir/Dialect/Utils/StaticValueUtils.h"
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/OpImplementation.h"
+
+#include <cmath>
+
+using namespace mlir;
+using namespace mlir::hybridgen;
+
+#define GET_OP_CLASSES
+#include "hybridgen/Dialect/HG/HGOps.cpp.inc"
+
+namespace {
+
+bool dimsAgree(int64_t a, int64_t b) {
+  return ShapedType::isDynamic(a) || ShapedType::isDynamic(b) || a == b;
+}
+
+bool shapesAgree(ArrayRef<int64_t> a, ArrayRef<int64_t> b) {
+  if (a.size() != b.size())
+    return false;
+  for (auto [x, y] : llvm::zip(a, b))
+    if (!dimsAgree(x, y))
+      return false;
+  return true;
+}
+
+std::string dimStr(int64_t d) { return ShapedType::isDynamic(d) ? "?" : std::to_string(d); }
+
+/// The largest token count a sequence can hold given the block table and the pool, or nullopt when
+/// a dimension is dynamic.
+std::optional<int64_t> tokenCapacity(Value blockTable, Value kPool) {
+  int64_t maxBlocks = cast<MemRefType>(blockTable.getType()).getDimSize(1);
+  int64_t blockSize = cast<MemRefType>(kPool.getType()).getDimSize(2);
+  if (ShapedType::isDynamic(maxBlocks) || ShapedType::isDynamic(blockSize))
+    return std::nullopt;
+  return maxBlocks * blockSize;
+}
+
+/// Checks shared by hg.attention and hg.partial_attention: the buffers of docs/interfaces.md agree
+/// with each other and the scalar attributes make sense.
+LogicalResult verifyAttentionInputs(Operation *op, Value q, Value kPool, Value vPool,
+                                    Value blockTable, Value seqLens, float scale,
+                                    std::optional<int64_t> window, std::optional<float> softcap) {
+  auto qType = cast<MemRefType>(q.getType());
+  auto kType = cast<MemRefType>(kPool.getType());
+  auto vType = cast<MemRefType>(vPool.getType());
+  int64_t batch = qType.getDimSize(0), qHeads = qType.getDimSize(1),
+          headDim = qType.getDimSize(2);
+  int64_t kvHeads = kType.getDimSize(1), blockSize = kType.getDimSize(2);
+
+  if (kType.getElementType() != vType.getElementType())
+    return op->emitOpError("K and V pools must have the same element type, got ")
+           << kType.getElementType() << " and " << vType.getElementType();
+  if (!dimsAgree(blockSize, vType.getDimSize(2)))
+    return op->emitOpError("block size of the V pool (")
+           << dimStr(vType.getDimSize(2)) << ") does not match the K pool (" << dimStr(blockSize)
+           << ")";
+  if (!shapesAgree(kType.getShape(), vType.getShape()))
+    return op->emitOpError("K and V pools must have the same shape, got ")
+           << kType << " and " << vType;
+  if (ShapedType::isDynamic(blockSize) || ShapedType::isDynamic(kType.getDimSize(3)) ||
+      ShapedType::isDynamic(kvHeads))
+    return op->emitOpError("the KV pool's kv_heads, block size and head_dim must be static");
+  if (blockSize <= 0)
+    return op->emitOpError("block size must be positive, got ") << blockSize;
+  if (!dimsAgree(headDim, kType.getDimSize(3)))
+    return op->emitOpError("head_dim of q (")
+           << dimStr(headDim) << ") does not match the KV pool (" << kType.getDimSize(3) << ")";
+  if (ShapedType::isDynamic(qHeads))
+    return op->emitOpError("q_heads must be static");
+  if (qHeads % kvHeads != 0)
+    return op->emitOpError("q_heads (")
+           << qHeads << ") is not a whole multiple of kv_heads (" << kvHeads << ")";
+  int64_t tableBatch = cast<MemRefType>(blockTable.getType()).getDimSize(0);
+  if (!dimsAgree(batch, tableBatch))
+    return op->emitOpError("block table has ")
+           << dimStr(tableBatch) << " rows but the batch is " << dimStr(batch);
+  int64_t lensBatch = cast<MemRefType>(seqLens.getType()).getDimSize(0);
+  if (!dimsAgree(batch, lensBatch))
+    return op->emitOpError("seq_lens has ")
+           << dimStr(lensBatch) << " entries but the batch is " << dimStr(batch);
+  if (!(scale > 0.0f) || !std::isfinite(scale))
+    return op->emitOpError("scale must be positive and finite, got ") << scale;
+  if (window && *window <= 0)
+    return op->emitOpError("sliding window must be positive, got ") << *window;
+  if (softcap && (!(*softcap > 0.0f) || !std::isfinite(*softcap)))
+    return op->emitOpError("softcap must be positive and finite, got ") << *softcap;
+  return success();
+}
+
+LogicalResult verifyOutput(Operation *op, StringRef name, Value out, Value q) {
+  auto outShape = cast<MemRefType>(out.getType()).getShape();
+  auto qShape = cast<MemRefType>(q.getType()).getShape();
+  if (!shapesAgree(outShape, qShape))
+    return op->emitOpError() << name << " must have the shape of q, got " << out.getType()
+                             << " for q " << q.getType();
+  return success();
+}
+
+LogicalResult verifyRowStat(Operation *op, StringRef name, Value stat, Value o) {
+  auto statShape = cast<MemRefType>(stat.getType()).getShape();
+  auto oShape = cast<MemRefType>(o.getType()).getShape();
+  if (!shapesAgree(statShape, oShape.take_front(2)))
+    return op->emitOpError() << name << " must be [batch, q_heads] of the output, got "
+                             << stat.getType();
+  return success();
+}
+
+} // namespace
+
+//===----------------------------------------------------------------------===//
+// AttentionOp
+//===----------------------------------------------------------------------===//
+
+LogicalResult AttentionOp::verify() {
+  if (failed(verifyAttentionInputs(*this, getQ(), getKPool(), getVPool(), getBlockTable(),
+                                   getSeqLens(), getScale().convertToFloat(), getWindow(),
+                                   getSoftcap() ? std::optional<float>(getSoftcap()->convertToFloat())
+                                                : std::nullopt)))
+    return failure();
+  if (failed(verifyOutput(*this, "out", getOut(), getQ())))
+    return failure();
+  SplitAttr split = getSplitAttr();
+  if (!split)
+    return success();
+  if (split.isRuntimePoint() && !(*this)->getParentOfType<SegmentOp>())
+    return emitOpError("split point = runtime needs an enclosing hg.segment");
+  std::optional<int64_t> capacity = tokenCapacity(getBlockTable(), getKPool());
+  if (split.getPoint() && capacity && *split.getPoint() > *capacity)
+    return emitOpError("split point ")
+           << *split.getPoint() << " is outside [0, len]: no sequence holds more than "
+           << *capacity << " tokens";
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// PartialAttentionOp
+//===----------------------------------------------------------------------===//
+
+LogicalResult PartialAttentionOp::verify() {
+  if (failed(verifyAttentionInputs(*this, getQ(), getKPool(), getVPool(), getBlockTable(),
+                                   getSeqLens(), getScale().convertToFloat(), getWindow(),
+                                   getSoftcap() ? std::optional<float>(getSoftcap()->convertToFloat())
+                                                : std::nullopt)))
+    return failure();
+  if (failed(verifyOutput(*this, "o", getO(), getQ())) ||
+      failed(verifyRowStat(*this, "m", getM(), getO())) ||
+      failed(verifyRowStat(*this, "l", getL(), getO())))
+    return failure();
+  if (std::optional<int64_t> topK = getTopK()) {
+    if (*topK <= 0)
+      return emitOpError("top_k must be positive, got ") << *topK;
+    if (getDevice() != Device::cpu)
+      return emitOpError("top_k (sparse mode) is only supported on the cpu");
+  }
+  std::optional<int64_t> begin = getConstantIntValue(getBegin());
+  std::optional<int64_t> end = getEnd() ? getConstantIntValue(getEnd()) : std::nullopt;
+  std::optional<int64_t> capacity = tokenCapacity(getBlockTable(), getKPool());
+  if (begin && *begin < 0)
+    return emitOpError("token range begins at ") << *begin << ", outside [0, len]";
+  if (begin && end && *begin > *end)
+    return emitOpError("token range [") << *begin << ", " << *end << ") is reversed";
+  if (capacity && ((begin && *begin > *capacity) || (end && *end > *capacity)))
+    return emitOpError("token range is outside [0, len]: no sequence holds more than ")
+           << *capacity << " tokens";
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// MergeOp
+//===----------------------------------------------------------------------===//
+
+LogicalResult MergeOp::verify() {
+  size_t n = getPartialO().size();
+  if (n == 0)
+    return emitOpError("needs at least one partial");
+  if (getPartialM().size() != n || getPartialL().size() != n)
+    return emitOpError("needs as many m and l buffers as outputs, got ")
+           << n << " outputs, " << getPartialM().size() << " maxima and " << getPartialL().size()
+           << " sums";
+  for (size_t i = 0; i < n; ++i) {
+    if (failed(verifyOutput(*this, "partial output #" + std::to_string(i), getPartialO()[i],
+                            getOut())) ||
+        failed(verifyRowStat(*this, "partial max #" + std::to_string(i), getPartialM()[i],
+                             getOut())) ||
+        failed(verifyRowStat(*this, "partial sum #" + std::to_string(i), getPartialL()[i],
+                             getOut())))
+      return failure();
+  }
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// SegmentOp and SplitPointOp
+//===----------------------------------------------------------------------===//
+
+LogicalResult SegmentOp::verify() {
+  if (getId() < 0)
+    return emitOpError("segment id must be non-negative, got ") << getId();
+  if ((*this)->getParentOfType<SegmentOp>())
+    return emitOpError("segments do not nest");
+  return success();
+}
+
+LogicalResult SplitPointOp::verify() {
+  if (!(*this)->getParentOfType<SegmentOp>())
+    return emitOpError("must be inside an hg.segment (the runtime decides per segment)");
+  return success();
+}
+
+int64_t SplitPointOp::getSegmentId() {
+  return (*this)->getParentOfType<SegmentOp>().getId();
+}
