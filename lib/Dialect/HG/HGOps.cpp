@@ -92,12 +92,14 @@ LogicalResult verifyAttentionInputs(Operation *op, Value q, Value kPool, Value v
   return success();
 }
 
-LogicalResult verifyOutput(Operation *op, StringRef name, Value out, Value q) {
+/// Checks that |out| has the shape of |ref| (q, or a merge's output), called |refName|.
+LogicalResult verifySameShape(Operation *op, StringRef name, Value out, StringRef refName,
+                              Value ref) {
   auto outShape = cast<MemRefType>(out.getType()).getShape();
-  auto qShape = cast<MemRefType>(q.getType()).getShape();
-  if (!shapesAgree(outShape, qShape))
-    return op->emitOpError() << name << " must have the shape of q, got " << out.getType()
-                             << " for q " << q.getType();
+  auto refShape = cast<MemRefType>(ref.getType()).getShape();
+  if (!shapesAgree(outShape, refShape))
+    return op->emitOpError() << name << " must have the shape of " << refName << ", got "
+                             << out.getType() << " for " << ref.getType();
   return success();
 }
 
@@ -122,7 +124,7 @@ LogicalResult AttentionOp::verify() {
                                    getSoftcap() ? std::optional<float>(getSoftcap()->convertToFloat())
                                                 : std::nullopt)))
     return failure();
-  if (failed(verifyOutput(*this, "out", getOut(), getQ())))
+  if (failed(verifySameShape(*this, "out", getOut(), "q", getQ())))
     return failure();
   SplitAttr split = getSplitAttr();
   if (!split)
@@ -147,7 +149,7 @@ LogicalResult PartialAttentionOp::verify() {
                                    getSoftcap() ? std::optional<float>(getSoftcap()->convertToFloat())
                                                 : std::nullopt)))
     return failure();
-  if (failed(verifyOutput(*this, "o", getO(), getQ())) ||
+  if (failed(verifySameShape(*this, "o", getO(), "q", getQ())) ||
       failed(verifyRowStat(*this, "m", getM(), getO())) ||
       failed(verifyRowStat(*this, "l", getL(), getO())))
     return failure();
@@ -183,8 +185,8 @@ LogicalResult MergeOp::verify() {
            << n << " outputs, " << getPartialM().size() << " maxima and " << getPartialL().size()
            << " sums";
   for (size_t i = 0; i < n; ++i) {
-    if (failed(verifyOutput(*this, "partial output #" + std::to_string(i), getPartialO()[i],
-                            getOut())) ||
+    if (failed(verifySameShape(*this, "partial output #" + std::to_string(i), getPartialO()[i],
+                               "the merged output", getOut())) ||
         failed(verifyRowStat(*this, "partial max #" + std::to_string(i), getPartialM()[i],
                              getOut())) ||
         failed(verifyRowStat(*this, "partial sum #" + std::to_string(i), getPartialL()[i],

@@ -75,7 +75,7 @@ func.func @partials_and_merge(%q: memref<1x8x64xf32>, %k: memref<8x2x16x64xf32>,
 
 // A one-device split and an f32 pool with a single partial merged on its own.
 // CHECK-LABEL: func.func @single_device
-// CHECK-SAME: split = #hg.split<[cpu], point = 0, merge = lse, dense>
+// CHECK: split = #hg.split<[cpu], point = 0, merge = lse, dense>
 func.func @single_device(%q: memref<1x4x32xf32>, %k: memref<4x4x8x32xf32>,
                          %v: memref<4x4x8x32xf32>, %bt: memref<1x4xi32>,
                          %lens: memref<1xi32>, %o: memref<1x4x32xf32>) {

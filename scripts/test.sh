@@ -1,0 +1,41 @@
+#!/usr/bin/env bash
+# test.sh: set everything up, then run every suite (lit, runtime and driver unit tests, the runtime
+# under AddressSanitizer, pytest) and end with one line: `N passed, M failed`.
+set -uo pipefail
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+BUILD="${HYBRIDGEN_BUILD_DIR:-$ROOT/build}"
+RESULTS="$BUILD/test-results"
+LLVM=/usr/lib/llvm-22
+
+bash "$ROOT/scripts/setup.sh" || { echo "setup failed"; echo "0 passed, 1 failed"; exit 1; }
+rm -rf "$RESULTS" && mkdir -p "$RESULTS"
+
+echo "== lit"
+$LLVM/bin/lit -sv --xunit-xml-output "$RESULTS/lit.xml" "$BUILD/test"
+
+echo "== runtime unit tests"
+"$BUILD/runtime/hybridgen_runtime_tests" --gtest_output="xml:$RESULTS/runtime.xml" \
+  --gtest_brief=1
+
+echo "== runtime unit tests under AddressSanitizer"
+ASAN_BUILD="$BUILD-rt-asan"
+if [ ! -f "$ASAN_BUILD/build.ninja" ]; then
+  cmake -S "$ROOT/runtime" -B "$ASAN_BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Debug \
+    -DCMAKE_C_COMPILER=clang-22 -DCMAKE_CXX_COMPILER=clang++-22 \
+    -DCMAKE_CXX_COMPILER_LAUNCHER=ccache -DHYBRIDGEN_RT_ASAN=ON >/dev/null
+fi
+ninja -C "$ASAN_BUILD" -j"$(nproc)" hybridgen_runtime_tests >/dev/null &&
+  ASAN_OPTIONS=detect_leaks=1 "$ASAN_BUILD/hybridgen_runtime_tests" \
+    --gtest_output="xml:$RESULTS/runtime-asan.xml" --gtest_brief=1
+
+echo "== driver tests"
+"$BUILD/test/Driver/hybridgen_driver_tests" --gtest_output="xml:$RESULTS/driver.xml" \
+  --gtest_brief=1
+
+echo "== pytest"
+(cd "$ROOT" && "$ROOT/.venv/bin/python" -m pytest -q "$ROOT/python/tests" \
+  --junitxml="$RESULTS/pytest.xml")
+
+"$ROOT/.venv/bin/python" "$ROOT/scripts/summarize_results.py" \
+  "$RESULTS/lit.xml" "$RESULTS/runtime.xml" "$RESULTS/runtime-asan.xml" \
+  "$RESULTS/driver.xml" "$RESULTS/pytest.xml"
