@@ -1,0 +1,95 @@
+"""Float64 numpy reference of paged decode attention and of the exact partial merge (docs/interfaces.md)."""
+
+from __future__ import annotations
+
+from typing import NamedTuple, Sequence
+
+import numpy as np
+
+
+class Partial(NamedTuple):
+    """One partial attention result: normalized o [B, H, D], running max m [B, H], sum l [B, H]."""
+
+    o: np.ndarray
+    m: np.ndarray
+    l: np.ndarray  # noqa: E741 - the name used by the math everywhere
+
+
+def _as_f64(a) -> np.ndarray:
+    # ml_dtypes.bfloat16 arrays convert exactly through astype; uint16 words are not guessed at.
+    return np.asarray(a).astype(np.float64)
+
+
+def _sequence_kv(pool: np.ndarray, table_row: np.ndarray, n: int, block_size: int) -> np.ndarray:
+    """[kv_heads, n, head_dim] of one sequence gathered through its block table."""
+    nblk = -(-n // block_size)
+    blocks = np.asarray(table_row[:nblk], dtype=np.int64)
+    x = pool[blocks]  # [nblk, kv_heads, block_size, head_dim]
+    kvh, d = x.shape[1], x.shape[3]
+    return x.transpose(1, 0, 2, 3).reshape(kvh, nblk * block_size, d)[:, :n]
+
+
+def reference_partial(q, k_pool, v_pool, block_table, seq_lens, start=0, end=None, *, scale=None,
+                      softcap=None, window=None, top_k=None) -> Partial:
+    """(o, m, l) in float64 over tokens [start, end) of every sequence (clipped to its length).
+
+    start/end are ints or per-sequence arrays; end=None means the sequence length. top_k keeps only
+    the top_k logits per head inside the range (the sparse CPU side)."""
+    q = _as_f64(q)
+    k_pool, v_pool = _as_f64(k_pool), _as_f64(v_pool)
+    block_table = np.asarray(block_table)
+    seq_lens = np.asarray(seq_lens).astype(np.int64)
+    batch, qh, d = q.shape
+    kvh, block_size = k_pool.shape[1], k_pool.shape[2]
+    group = qh // kvh
+    scale = 1.0 / np.sqrt(d) if scale is None else float(scale)
+    starts = np.broadcast_to(np.asarray(start, dtype=np.int64), (batch,))
+    ends = seq_lens if end is None else np.broadcast_to(np.asarray(end, dtype=np.int64), (batch,))
+    o = np.zeros((batch, qh, d))
+    m = np.full((batch, qh), -np.inf)
+    l = np.zeros((batch, qh))  # noqa: E741
+    for b in range(batch):
+        n = int(seq_lens[b])
+        lo = max(0, min(int(starts[b]), n))
+        hi = max(lo, min(int(ends[b]), n))
+        if window is not None:
+            lo = max(lo, n - int(window))
+        if hi <= lo:
+            continue
+        k = _sequence_kv(k_pool, block_table[b], n, block_size)[:, lo:hi]
+        v = _sequence_kv(v_pool, block_table[b], n, block_size)[:, lo:hi]
+        qg = q[b].reshape(kvh, group, d)
+        s = np.einsum("hgd,htd->hgt", qg, k) * scale
+        if softcap is not None:
+            s = softcap * np.tanh(s / softcap)
+        if top_k is not None and top_k < s.shape[-1]:
+            # Keep the top_k logits per head: everything below the k-th largest is dropped.
+            kth = np.sort(s, axis=-1)[..., -top_k][..., None]
+            s = np.where(s >= kth, s, -np.inf)
+        mb = s.max(axis=-1)
+        p = np.exp(s - mb[..., None])
+        lb = p.sum(axis=-1)
+        ob = np.einsum("hgt,htd->hgd", p, v) / lb[..., None]
+        o[b], m[b], l[b] = ob.reshape(qh, d), mb.reshape(qh), lb.reshape(qh)
+    return Partial(o, m, l)
+
+
+def merge_partials(parts: Sequence[Partial]) -> Partial:
+    """Exact log-sum-exp merge of partials over disjoint token sets; empty partials weigh 0."""
+    m = np.max(np.stack([p.m for p in parts]), axis=0)
+    finite_m = np.where(np.isfinite(m), m, 0.0)
+    o = np.zeros_like(parts[0].o, dtype=np.float64)
+    total = np.zeros_like(m, dtype=np.float64)
+    for p in parts:
+        w = np.where(p.l > 0, p.l * np.exp(np.where(np.isfinite(p.m), p.m, 0.0) - finite_m), 0.0)
+        o += w[..., None] * p.o
+        total += w
+    o = np.divide(o, total[..., None], out=np.zeros_like(o), where=total[..., None] > 0)
+    return Partial(o, m, total)
+
+
+def reference_attention(q, k_pool, v_pool, block_table, seq_lens, *, scale=None, softcap=None,
+                        window=None) -> np.ndarray:
+    """Dense decode attention output [B, H, D] in float64 (sequences of length 0 give zeros)."""
+    return reference_partial(q, k_pool, v_pool, block_table, seq_lens, scale=scale,
+                             softcap=softcap, window=window).o

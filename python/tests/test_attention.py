@@ -1,0 +1,114 @@
+# Numerics of JIT-compiled hybrid attention against the float64 numpy reference.
+import numpy as np
+import pytest
+
+import hybridgen as hg
+from conftest import make_case, requires_jit, tolerance
+
+pytestmark = requires_jit
+
+
+def compile_for(dtype, *, q_heads=8, kv_heads=2, head_dim=32, block_size=16, **kw):
+    return hg.compile_attention(q_heads=q_heads, kv_heads=kv_heads, head_dim=head_dim,
+                                block_size=block_size, kv_dtype=dtype, **kw)
+
+
+@pytest.mark.parametrize("dtype", ["f32", "f16", "bf16"])
+@pytest.mark.parametrize("heads", [(8, 2), (4, 4), (8, 1)], ids=["gqa4", "mha", "mqa"])
+def test_dense_matches_reference(rng, dtype, heads):
+    qh, kvh = heads
+    attn = compile_for(dtype, q_heads=qh, kv_heads=kvh, split=0)
+    q, k, v, table, lens = make_case(rng, lens=[37, 1, 100, 16], q_heads=qh, kv_heads=kvh, dtype=dtype)
+    out = attn(q, k, v, table, lens)
+    assert out.dtype == np.float32 and out.shape == q.shape
+    np.testing.assert_allclose(out, hg.reference_attention(q, k, v, table, lens), **tolerance(dtype))
+
+
+@pytest.mark.parametrize("split", [0, 20, 32, 100, 1000], ids=lambda s: f"split{s}")
+def test_static_split_partials(rng, split):
+    """Each device's partial covers its token range; the merge equals the dense result."""
+    attn = compile_for("f32", split=split, return_partials=True)
+    q, k, v, table, lens = make_case(rng, lens=[100, 45, 7])
+    res = attn(q, k, v, table, lens)
+    assert isinstance(res, hg.AttentionResult) and len(res.partials) == 2
+    ref_first = hg.reference_partial(q, k, v, table, lens, 0, split)
+    ref_second = hg.reference_partial(q, k, v, table, lens, split, None)
+    for got, ref in zip(res.partials, (ref_first, ref_second)):
+        nonempty = ref.l > 0
+        np.testing.assert_allclose(got.l, ref.l, rtol=1e-4)
+        np.testing.assert_allclose(got.m[nonempty], ref.m[nonempty], rtol=1e-5, atol=1e-5)
+        np.testing.assert_allclose(got.o[nonempty], ref.o[nonempty], rtol=1e-4, atol=2e-5)
+        assert np.all(got.o[~nonempty] == 0)
+        assert np.all(np.isneginf(got.m[~nonempty]))
+    merged = hg.merge_partials([ref_first, ref_second])
+    np.testing.assert_allclose(res.out, merged.o, **tolerance("f32"))
+    np.testing.assert_allclose(res.out, hg.reference_attention(q, k, v, table, lens), **tolerance("f32"))
+
+
+def test_runtime_split_without_scheduler_puts_everything_first(rng):
+    """No installed scheduler: hgrt_split_point is INT64_MAX, all tokens on the first device."""
+    assert hg._native.installed_context() is None
+    attn = compile_for("f16", split="runtime", return_partials=True)
+    q, k, v, table, lens = make_case(rng, lens=[50, 3], dtype="f16")
+    res = attn(q, k, v, table, lens)
+    assert np.all(res.partials[1].l == 0)
+    np.testing.assert_allclose(res.out, hg.reference_attention(q, k, v, table, lens), **tolerance("f16"))
+
+
+@pytest.mark.parametrize("split", [0, 24, 64])
+def test_runtime_split_reads_installed_scheduler(rng, split):
+    attn = compile_for("bf16", split="runtime", return_partials=True, segment_id=3)
+    q, k, v, table, lens = make_case(rng, lens=[64, 30], dtype="bf16")
+    with hg.Scheduler("static", static_split=split) as sched:
+        sched.begin_step(64)
+        res = attn(q, k, v, table, lens)
+    ref_first = hg.reference_partial(q, k, v, table, lens, 0, split)
+    np.testing.assert_allclose(res.partials[0].l, ref_first.l, rtol=1e-4)
+    np.testing.assert_allclose(res.out, hg.reference_attention(q, k, v, table, lens), **tolerance("bf16"))
+
+
+@pytest.mark.parametrize("dtype", ["f32", "bf16"])
+def test_sparse_with_large_top_k_equals_dense(rng, dtype):
+    q, k, v, table, lens = make_case(rng, lens=[90, 33], dtype=dtype)
+    dense = compile_for(dtype, split=40)(q, k, v, table, lens)
+    sparse = compile_for(dtype, split=40, sparse=True, top_k=128)(q, k, v, table, lens)
+    np.testing.assert_allclose(sparse, dense, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(sparse, hg.reference_attention(q, k, v, table, lens), **tolerance(dtype))
+
+
+@pytest.mark.parametrize("dtype", ["f32", "f16"])
+def test_sparse_top_k_keeps_largest_logits_on_first_device(rng, dtype):
+    q, k, v, table, lens = make_case(rng, lens=[90, 60], dtype=dtype)
+    attn = compile_for(dtype, split=64, sparse=True, top_k=8, return_partials=True)
+    res = attn(q, k, v, table, lens)
+    ref_first = hg.reference_partial(q, k, v, table, lens, 0, 64, top_k=8)
+    np.testing.assert_allclose(res.partials[0].o, ref_first.o, rtol=1e-4, atol=2e-5)
+    ref_second = hg.reference_partial(q, k, v, table, lens, 64, None)
+    merged = hg.merge_partials([ref_first, ref_second])
+    np.testing.assert_allclose(res.out, merged.o, rtol=1e-4, atol=2e-5)
+
+
+def test_scale_softcap_window(rng):
+    q, k, v, table, lens = make_case(rng, lens=[80, 20])
+    attn = compile_for("f32", split=30, scale=0.3, softcap=5.0, window=50)
+    ref = hg.reference_attention(q, k, v, table, lens, scale=0.3, softcap=5.0, window=50)
+    np.testing.assert_allclose(attn(q, k, v, table, lens), ref, **tolerance("f32"))
+
+
+def test_empty_sequence_gives_zeros(rng):
+    q, k, v, table, lens = make_case(rng, lens=[0, 17])
+    out = compile_for("f32", split=8)(q, k, v, table, lens)
+    assert np.all(out[0] == 0)
+    np.testing.assert_allclose(out[1], hg.reference_attention(q, k, v, table, lens)[1], **tolerance("f32"))
+
+
+def test_mlir_text_module(rng):
+    """MLIR text in, Function out: the attention spec's own module compiled by hand."""
+    spec = hg.attention_spec(q_heads=4, kv_heads=2, head_dim=16, block_size=8, split=5)
+    module = hg.compile(hg.build_attention_module(spec))
+    fn = module["hg_attention"]
+    assert [dt for dt, _ in fn.signature] == ["f32", "f32", "f32", "i32", "i32", "f32"]
+    q, k, v, table, lens = make_case(rng, lens=[19, 8], q_heads=4, kv_heads=2, head_dim=16, block_size=8)
+    out = np.zeros_like(q)
+    fn(q, k, v, table, lens, out)
+    np.testing.assert_allclose(out, hg.reference_attention(q, k, v, table, lens), **tolerance("f32"))

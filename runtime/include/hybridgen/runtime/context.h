@@ -1,0 +1,77 @@
+// The scheduler context that the C ABI talks to, and the C++ API to install/uninstall it.
+#pragma once
+
+#include "hybridgen/runtime/kv_pool.h"
+#include "hybridgen/runtime/placement.h"
+#include "hybridgen/runtime/scheduler.h"
+#include "hybridgen/runtime/trace.h"
+
+#include <chrono>
+#include <map>
+#include <memory>
+#include <mutex>
+
+namespace hybridgen::rt {
+
+/// Holds a Scheduler, optionally a KvPool + PlacementPolicy, and the trace. All methods lock one
+/// mutex, so OpenMP callers (and the C ABI) may call from any thread.
+class SchedulerContext {
+public:
+  explicit SchedulerContext(SchedulerConfig cfg, KvPool *pool = nullptr, PlacementConfig placement = {});
+
+  /// Starts a decode step over sequences of at most |contextTokens| tokens (the split is decided per
+  /// segment against this length).
+  void beginStep(int64_t contextTokens);
+  /// Ends the step: rebalances the pool toward the current split (bounded migrations) if a pool is
+  /// attached. Returns the migrations done.
+  Result<int64_t> endStep();
+  int64_t step() const;
+
+  //===--- what the C ABI calls ---===//
+  int64_t splitPoint(int64_t segment);
+  void segmentBegin(int64_t segment);
+  void segmentEnd(int64_t segment);
+  void deviceBegin(int64_t segment, int32_t device);
+  void deviceEnd(int64_t segment, int32_t device);
+
+  /// Overrides host-measured device time (e.g. from CUDA events) for the current run of |segment|.
+  void recordDeviceTime(int64_t segment, int32_t device, double seconds);
+  void recordTransfer(int64_t segment, double seconds);
+  /// Feeds one run directly (no begin/end bracketing): scheduler + trace. Used by benches/tests.
+  void recordSegment(int64_t segment, const SegmentTiming &t);
+
+  /// Copies of the trace / current estimate (the context keeps running while you read them).
+  Trace trace() const;
+  TraceRow lastTraceRow() const; // a default row when the trace is empty
+  CostModel estimate(int64_t segment) const;
+  int64_t lastSplit(int64_t segment) const;
+
+private:
+  using Clock = std::chrono::steady_clock;
+  struct Run {
+    Clock::time_point begin, devBegin[2];
+    double dev[2] = {0, 0};
+    double transfer = 0;
+    int64_t split = 0;
+    bool active = false;
+  };
+  void finishLocked(int64_t segment, const SegmentTiming &t, double segmentSeconds);
+
+  mutable std::mutex mu_;
+  Scheduler sched_;
+  KvPool *pool_;
+  PlacementPolicy placement_;
+  Trace trace_;
+  std::map<int64_t, Run> runs_;
+  int64_t contextTokens_ = 0;
+  int64_t step_ = 0;
+  int64_t lastMigrations_ = 0;
+  int64_t currentSplit_ = 0; // the latest split handed out, used for placement
+};
+
+/// Makes |ctx| the process-global context the C ABI uses (replacing any previous one).
+void installContext(std::shared_ptr<SchedulerContext> ctx);
+void uninstallContext();
+std::shared_ptr<SchedulerContext> installedContext();
+
+} // namespace hybridgen::rt

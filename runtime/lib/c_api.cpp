@@ -1,0 +1,52 @@
+// The C ABI: forwards to the installed SchedulerContext; swallows every exception.
+#include "hybridgen/runtime/c_api.h"
+#include "hybridgen/runtime/context.h"
+
+#include <climits>
+
+using hybridgen::rt::installedContext;
+
+extern "C" {
+
+int64_t hgrt_split_point(int64_t segment_id) {
+  try {
+    if (auto ctx = installedContext())
+      return ctx->splitPoint(segment_id);
+  } catch (...) {
+  }
+  return INT64_MAX;
+}
+
+void hgrt_segment_begin(int64_t segment_id) {
+  try {
+    if (auto ctx = installedContext())
+      ctx->segmentBegin(segment_id);
+  } catch (...) {
+  }
+}
+
+void hgrt_segment_end(int64_t segment_id) {
+  try {
+    if (auto ctx = installedContext())
+      ctx->segmentEnd(segment_id);
+  } catch (...) {
+  }
+}
+
+void hgrt_device_begin(int64_t segment_id, int32_t device) {
+  try {
+    if (auto ctx = installedContext())
+      ctx->deviceBegin(segment_id, device);
+  } catch (...) {
+  }
+}
+
+void hgrt_device_end(int64_t segment_id, int32_t device) {
+  try {
+    if (auto ctx = installedContext())
+      ctx->deviceEnd(segment_id, device);
+  } catch (...) {
+  }
+}
+
+} // extern "C"

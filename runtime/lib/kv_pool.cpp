@@ -1,0 +1,162 @@
+// KvPool setup: tier block ranges, one host mapping per layer array bound to tiers, block free lists.
+#include "hybridgen/runtime/kv_pool.h"
+
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <climits>
+#include <cstring>
+#include <numeric>
+
+namespace hybridgen::rt {
+
+namespace {
+constexpr size_t kHugePage = 2u << 20;
+constexpr size_t kMaxAlignUnit = 64u << 20;
+} // namespace
+
+Result<std::unique_ptr<KvPool>> KvPool::create(const Topology &topo, const PoolConfig &cfg) {
+  const KvLayout &l = cfg.layout;
+  if (cfg.numLayers <= 0)
+    return invalidArgument("pool: numLayers must be > 0");
+  if (l.kvHeads <= 0 || l.headDim <= 0)
+    return invalidArgument("pool: kvHeads and headDim must be > 0");
+  if (l.blockSize < 16 || l.blockSize > 256)
+    return invalidArgument("pool: blockSize must be in [16, 256], got " + std::to_string(l.blockSize));
+  if (topo.tierCount() == 0)
+    return invalidArgument("pool: topology has no tiers");
+  std::unique_ptr<KvPool> pool(new KvPool(topo, cfg));
+  Status s = pool->init();
+  if (!s)
+    return s;
+  return pool;
+}
+
+Status KvPool::init() {
+  const size_t bb = cfg_.layout.blockBytes();
+  const size_t page = size_t(sysconf(_SC_PAGESIZE));
+  const uint64_t perBlock = 2ull * uint64_t(cfg_.numLayers) * bb; // K and V of every layer
+  // Tier ranges start on huge-page boundaries when affordable so mbind and THP never split a block
+  // between two tiers; the gap ids are never allocated and their pages never touched.
+  size_t unit = std::lcm(bb, kHugePage);
+  if (unit > kMaxAlignUnit)
+    unit = std::lcm(bb, page);
+  const int64_t alignBlocks = int64_t(unit / bb);
+  const int32_t nt = topo_.tierCount();
+  int64_t next = 0;
+  for (int32_t t = 0; t < nt; ++t) {
+    int64_t cap = int64_t(topo_.tiers()[size_t(t)].capacityBytes / perBlock);
+    if (size_t(t) < cfg_.maxBlocksPerTier.size() && cfg_.maxBlocksPerTier[size_t(t)] >= 0)
+      cap = std::min(cap, cfg_.maxBlocksPerTier[size_t(t)]);
+    next = (next + alignBlocks - 1) / alignBlocks * alignBlocks;
+    tierFirst_.push_back(next);
+    tierCount_.push_back(cap);
+    next += cap;
+    mem_.push_back(makeTierMemory(topo_.tiers()[size_t(t)]));
+  }
+  totalBlocks_ = next;
+  if (std::accumulate(tierCount_.begin(), tierCount_.end(), int64_t(0)) == 0)
+    return invalidArgument("pool: no tier has room for a single block (" + std::to_string(perBlock) +
+                           " bytes for all layers)");
+  if (totalBlocks_ >= INT32_MAX)
+    return invalidArgument("pool: more blocks than int32 block ids can name; raise blockSize");
+  mapBytes_ = (size_t(totalBlocks_) * bb + page - 1) / page * page;
+  for (int32_t layer = 0; layer < cfg_.numLayers; ++layer) {
+    for (auto *arrays : {&kArrays_, &vArrays_}) {
+      void *p = mmap(nullptr, mapBytes_, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+      if (p == MAP_FAILED)
+        return systemError(std::string("pool: mmap of ") + std::to_string(mapBytes_) + " bytes failed: " +
+                           std::strerror(errno));
+      arrays->push_back(p);
+      if (cfg_.hugePages)
+        (void)madvise(p, mapBytes_, MADV_HUGEPAGE); // best effort: THP may be off
+      for (int32_t t = 0; t < nt; ++t) {
+        if (tierCount_[size_t(t)] == 0)
+          continue;
+        size_t begin = size_t(tierFirst_[size_t(t)]) * bb;
+        size_t end = std::min(mapBytes_, (size_t(tierFirst_[size_t(t)] + tierCount_[size_t(t)]) * bb + page - 1) / page * page);
+        Status s = mem_[size_t(t)]->bindHostRange(static_cast<char *>(p) + begin, end - begin);
+        if (!s)
+          return s;
+      }
+    }
+  }
+  free_.resize(size_t(nt));
+  for (int32_t t = 0; t < nt; ++t) {
+    auto &fl = free_[size_t(t)];
+    fl.reserve(size_t(tierCount_[size_t(t)]));
+    for (int64_t i = tierCount_[size_t(t)] - 1; i >= 0; --i) // lowest id pops first
+      fl.push_back(int32_t(tierFirst_[size_t(t)] + i));
+    appendOrder_.push_back(t);
+  }
+  owner_.assign(size_t(totalBlocks_), -1);
+  logical_.assign(size_t(totalBlocks_), -1);
+  hits_.assign(size_t(totalBlocks_), 0);
+  return Status::ok();
+}
+
+KvPool::~KvPool() {
+  for (void *p : kArrays_)
+    munmap(p, mapBytes_);
+  for (void *p : vArrays_)
+    munmap(p, mapBytes_);
+}
+
+int32_t KvPool::tierOfBlock(int32_t block) const {
+  for (size_t t = 0; t < tierFirst_.size(); ++t)
+    if (block >= tierFirst_[t] && block < tierFirst_[t] + tierCount_[t])
+      return int32_t(t);
+  return -1;
+}
+
+TierUsage KvPool::tierUsage(int32_t tier) const {
+  TierUsage u;
+  if (!validTier(tier))
+    return u;
+  u.capacityBlocks = tierCount_[size_t(tier)];
+  u.usedBlocks = u.capacityBlocks - int64_t(free_[size_t(tier)].size());
+  return u;
+}
+
+Status KvPool::setAppendTierOrder(std::vector<int32_t> order) {
+  if (order.empty())
+    return invalidArgument("pool: empty append tier order");
+  for (int32_t t : order)
+    if (t < 0 || t >= topo_.tierCount())
+      return invalidArgument("pool: append tier order names tier " + std::to_string(t));
+  appendOrder_ = std::move(order);
+  return Status::ok();
+}
+
+Result<int32_t> KvPool::allocBlock(int32_t orderStart) {
+  size_t n = cfg_.spill ? appendOrder_.size() : size_t(orderStart) + 1;
+  for (size_t i = size_t(orderStart); i < n && i < appendOrder_.size(); ++i) {
+    auto &fl = free_[size_t(appendOrder_[i])];
+    if (!fl.empty()) {
+      int32_t b = fl.back();
+      fl.pop_back();
+      return b;
+    }
+  }
+  return exhausted("pool: all tiers full");
+}
+
+void KvPool::releaseBlock(int32_t block) {
+  owner_[size_t(block)] = -1;
+  logical_[size_t(block)] = -1;
+  hits_[size_t(block)] = 0;
+  free_[size_t(tierOfBlock(block))].push_back(block);
+}
+
+void KvPool::copyBlock(int32_t dst, int32_t src) {
+  const size_t bb = cfg_.layout.blockBytes();
+  for (int32_t layer = 0; layer < cfg_.numLayers; ++layer) {
+    char *k = static_cast<char *>(kArrays_[size_t(layer)]);
+    char *v = static_cast<char *>(vArrays_[size_t(layer)]);
+    std::memcpy(k + size_t(dst) * bb, k + size_t(src) * bb, bb);
+    std::memcpy(v + size_t(dst) * bb, v + size_t(src) * bb, bb);
+  }
+}
+
+} // namespace hybridgen::rt

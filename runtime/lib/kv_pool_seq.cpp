@@ -1,0 +1,191 @@
+// KvPool sequence operations: appends, token I/O, migration and batch block tables.
+#include "hybridgen/runtime/kv_pool.h"
+
+#include <algorithm>
+#include <cstring>
+
+namespace hybridgen::rt {
+
+int64_t KvPool::createSequence() {
+  int64_t id = nextSeq_++;
+  seqs_.emplace(id, Sequence{});
+  return id;
+}
+
+std::vector<int64_t> KvPool::sequences() const {
+  std::vector<int64_t> out;
+  for (const auto &kv : seqs_)
+    out.push_back(kv.first);
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+Status KvPool::freeSequence(int64_t seq) {
+  auto it = seqs_.find(seq);
+  if (it == seqs_.end())
+    return notFound("pool: no sequence " + std::to_string(seq));
+  for (int32_t b : it->second.blocks)
+    releaseBlock(b);
+  seqs_.erase(it);
+  return Status::ok();
+}
+
+int64_t KvPool::seqLen(int64_t seq) const {
+  auto it = seqs_.find(seq);
+  return it == seqs_.end() ? -1 : it->second.len;
+}
+
+const std::vector<int32_t> &KvPool::blockTable(int64_t seq) const {
+  static const std::vector<int32_t> empty;
+  auto it = seqs_.find(seq);
+  return it == seqs_.end() ? empty : it->second.blocks;
+}
+
+Result<int64_t> KvPool::appendTokens(int64_t seq, int64_t n) {
+  auto it = seqs_.find(seq);
+  if (it == seqs_.end())
+    return notFound("pool: no sequence " + std::to_string(seq));
+  if (n < 0)
+    return invalidArgument("pool: negative token count");
+  Sequence &s = it->second;
+  const int64_t bs = cfg_.layout.blockSize;
+  const int64_t need = (s.len + n + bs - 1) / bs - int64_t(s.blocks.size());
+  // Check room first so a failed append leaves the sequence exactly as it was.
+  int64_t room = 0;
+  size_t tiers = cfg_.spill ? appendOrder_.size() : 1;
+  for (size_t i = 0; i < tiers; ++i)
+    room += int64_t(free_[size_t(appendOrder_[i])].size());
+  if (need > room)
+    return exhausted("pool: cannot append " + std::to_string(n) + " tokens to sequence " + std::to_string(seq) +
+                     ": needs " + std::to_string(need) + " blocks, " + std::to_string(room) +
+                     " free in the tiers allowed" + (cfg_.spill ? "" : " (spill disabled)"));
+  for (int64_t i = 0; i < need; ++i) {
+    int32_t b = *allocBlock(0); // cannot fail: room checked above
+    owner_[size_t(b)] = seq;
+    logical_[size_t(b)] = int32_t(s.blocks.size());
+    s.blocks.push_back(b);
+  }
+  int64_t first = s.len;
+  s.len += n;
+  return first;
+}
+
+Status KvPool::writeTokens(int64_t seq, int32_t layer, int64_t pos, int64_t n, const void *k, const void *v) {
+  auto it = seqs_.find(seq);
+  if (it == seqs_.end())
+    return notFound("pool: no sequence " + std::to_string(seq));
+  if (layer < 0 || layer >= cfg_.numLayers)
+    return invalidArgument("pool: layer " + std::to_string(layer) + " out of range");
+  if (pos < 0 || n < 0 || pos + n > it->second.len)
+    return invalidArgument("pool: write of [" + std::to_string(pos) + ", " + std::to_string(pos + n) +
+                           ") outside sequence length " + std::to_string(it->second.len));
+  const KvLayout &L = cfg_.layout;
+  const size_t row = L.rowBytes();
+  char *kd = static_cast<char *>(kArrays_[size_t(layer)]);
+  char *vd = static_cast<char *>(vArrays_[size_t(layer)]);
+  const char *ks = static_cast<const char *>(k), *vs = static_cast<const char *>(v);
+  for (int64_t i = 0; i < n; ++i) {
+    int64_t t = pos + i;
+    int32_t b = it->second.blocks[size_t(t / L.blockSize)];
+    int32_t r = int32_t(t % L.blockSize);
+    for (int32_t h = 0; h < L.kvHeads; ++h) {
+      size_t src = (size_t(i) * L.kvHeads + h) * row;
+      std::memcpy(kd + L.byteOffset(b, h, r), ks + src, row);
+      std::memcpy(vd + L.byteOffset(b, h, r), vs + src, row);
+    }
+  }
+  return Status::ok();
+}
+
+Status KvPool::readTokens(int64_t seq, int32_t layer, int64_t pos, int64_t n, void *k, void *v) const {
+  auto it = seqs_.find(seq);
+  if (it == seqs_.end())
+    return notFound("pool: no sequence " + std::to_string(seq));
+  if (layer < 0 || layer >= cfg_.numLayers)
+    return invalidArgument("pool: layer " + std::to_string(layer) + " out of range");
+  if (pos < 0 || n < 0 || pos + n > it->second.len)
+    return invalidArgument("pool: read outside sequence length");
+  const KvLayout &L = cfg_.layout;
+  const size_t row = L.rowBytes();
+  const char *kd = static_cast<const char *>(kArrays_[size_t(layer)]);
+  const char *vd = static_cast<const char *>(vArrays_[size_t(layer)]);
+  char *ko = static_cast<char *>(k), *vo = static_cast<char *>(v);
+  for (int64_t i = 0; i < n; ++i) {
+    int64_t t = pos + i;
+    int32_t b = it->second.blocks[size_t(t / L.blockSize)];
+    int32_t r = int32_t(t % L.blockSize);
+    for (int32_t h = 0; h < L.kvHeads; ++h) {
+      size_t dst = (size_t(i) * L.kvHeads + h) * row;
+      std::memcpy(ko + dst, kd + L.byteOffset(b, h, r), row);
+      std::memcpy(vo + dst, vd + L.byteOffset(b, h, r), row);
+    }
+  }
+  return Status::ok();
+}
+
+Status KvPool::append(int64_t seq, int64_t n, const void *k, const void *v) {
+  auto pos = appendTokens(seq, n);
+  if (!pos)
+    return pos.status();
+  const size_t perLayer = size_t(n) * size_t(cfg_.layout.kvHeads) * cfg_.layout.rowBytes();
+  for (int32_t layer = 0; layer < cfg_.numLayers; ++layer) {
+    Status s = writeTokens(seq, layer, *pos, n, static_cast<const char *>(k) + perLayer * size_t(layer),
+                           static_cast<const char *>(v) + perLayer * size_t(layer));
+    if (!s)
+      return s;
+  }
+  return Status::ok();
+}
+
+Status KvPool::migrateBlock(int64_t seq, int64_t logical, int32_t tier) {
+  auto it = seqs_.find(seq);
+  if (it == seqs_.end())
+    return notFound("pool: no sequence " + std::to_string(seq));
+  if (logical < 0 || logical >= int64_t(it->second.blocks.size()))
+    return invalidArgument("pool: sequence " + std::to_string(seq) + " has no block " + std::to_string(logical));
+  if (tier < 0 || tier >= topo_.tierCount())
+    return invalidArgument("pool: no tier " + std::to_string(tier));
+  int32_t src = it->second.blocks[size_t(logical)];
+  if (tierOfBlock(src) == tier)
+    return Status::ok();
+  auto &fl = free_[size_t(tier)];
+  if (fl.empty())
+    return exhausted("pool: tier '" + topo_.tiers()[size_t(tier)].name + "' has no free block to migrate into");
+  int32_t dst = fl.back();
+  fl.pop_back();
+  // Copy first, repoint second: readers of the table see either the old or the new complete block.
+  copyBlock(dst, src);
+  owner_[size_t(dst)] = seq;
+  logical_[size_t(dst)] = int32_t(logical);
+  hits_[size_t(dst)] = hits_[size_t(src)];
+  it->second.blocks[size_t(logical)] = dst;
+  releaseBlock(src);
+  ++migrations_;
+  return Status::ok();
+}
+
+int32_t KvPool::maxBlocksInUse(const std::vector<int64_t> &seqs) const {
+  size_t m = 0;
+  for (int64_t s : seqs)
+    m = std::max(m, blockTable(s).size());
+  return int32_t(m);
+}
+
+Status KvPool::fillBatch(const std::vector<int64_t> &seqs, int32_t maxBlocks, int32_t *table, int32_t *lens) const {
+  for (size_t i = 0; i < seqs.size(); ++i) {
+    auto it = seqs_.find(seqs[i]);
+    if (it == seqs_.end())
+      return notFound("pool: no sequence " + std::to_string(seqs[i]));
+    if (int64_t(it->second.blocks.size()) > maxBlocks)
+      return invalidArgument("pool: sequence " + std::to_string(seqs[i]) + " needs " +
+                             std::to_string(it->second.blocks.size()) + " blocks > maxBlocks " +
+                             std::to_string(maxBlocks));
+    int32_t *row = table + i * size_t(maxBlocks);
+    std::fill(row, row + maxBlocks, -1);
+    std::copy(it->second.blocks.begin(), it->second.blocks.end(), row);
+    lens[i] = int32_t(it->second.len);
+  }
+  return Status::ok();
+}
+
+} // namespace hybridgen::rt

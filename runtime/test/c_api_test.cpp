@@ -1,0 +1,79 @@
+// Tests for the C ABI against the installed scheduler context, and the trace it produces.
+#include "hybridgen/runtime/c_api.h"
+#include "hybridgen/runtime/context.h"
+
+#include <gtest/gtest.h>
+#include <omp.h>
+
+#include <climits>
+#include <thread>
+
+using namespace hybridgen::rt;
+
+namespace {
+
+TEST(CApi, SafeWithNothingInstalled) {
+  uninstallContext();
+  EXPECT_EQ(hgrt_split_point(0), INT64_MAX);
+  hgrt_segment_begin(0);
+  hgrt_device_begin(0, 0);
+  hgrt_device_end(0, 0);
+  hgrt_device_end(0, 7); // bad device: ignored
+  hgrt_segment_end(0);
+}
+
+TEST(CApi, BracketsFeedTheSchedulerAndTrace) {
+  SchedulerConfig cfg;
+  cfg.quantum = 16;
+  auto ctx = std::make_shared<SchedulerContext>(cfg);
+  installContext(ctx);
+  EXPECT_EQ(hgrt_split_point(0), INT64_MAX); // no length known yet
+  const int64_t L = 32768;
+  for (int step = 0; step < 12; ++step) {
+    ctx->beginStep(L);
+    int64_t s = hgrt_split_point(0);
+    ASSERT_GE(s, 0);
+    ASSERT_LE(s, L);
+    hgrt_segment_begin(0);
+    hgrt_device_begin(0, 0);
+    hgrt_device_end(0, 0);
+    hgrt_device_begin(0, 1);
+    hgrt_device_end(0, 1);
+    // Deterministic device times (as a GPU backend would report from events): cpu 10x slower.
+    ctx->recordDeviceTime(0, 0, 10e-9 * double(s));
+    ctx->recordDeviceTime(0, 1, 1e-9 * double(L - s));
+    hgrt_segment_end(0);
+  }
+  int64_t s = hgrt_split_point(0);
+  EXPECT_NEAR(double(s), double(L) / 11, 0.05 * double(L) / 11 + 16);
+  Trace tr = ctx->trace();
+  ASSERT_EQ(tr.size(), 12u);
+  EXPECT_EQ(tr.column("split").size(), 12u);
+  EXPECT_EQ(tr.column("context_tokens")[3], double(L));
+  EXPECT_GT(tr.rows()[0].segmentSeconds, 0);
+  EXPECT_EQ(tr.toCsv().rfind("step,segment,context_tokens,split,cpu_s,gpu_s", 0), 0u);
+  EXPECT_TRUE(tr.column("nonexistent").empty());
+  uninstallContext();
+  EXPECT_EQ(hgrt_split_point(0), INT64_MAX);
+}
+
+TEST(CApi, ConcurrentCallersAreSafe) {
+  auto ctx = std::make_shared<SchedulerContext>(SchedulerConfig{});
+  installContext(ctx);
+  ctx->beginStep(4096);
+#pragma omp parallel for num_threads(4)
+  for (int i = 0; i < 400; ++i) {
+    int64_t seg = i % 8;
+    (void)hgrt_split_point(seg);
+    hgrt_segment_begin(seg);
+    hgrt_device_begin(seg, i % 2);
+    hgrt_device_end(seg, i % 2);
+    hgrt_segment_end(seg);
+    if (i == 200)
+      installContext(std::make_shared<SchedulerContext>(SchedulerConfig{})); // swap while in use
+  }
+  uninstallContext();
+  EXPECT_GT(ctx->trace().size(), 0u);
+}
+
+} // namespace
