@@ -1,4 +1,111 @@
-//===- Pipelines.cpp - named pipelines (skeleton) -----------------------===//
+//===- Pipelines.cpp - hg-cpu-pipeline: hg dialect to LLVM dialect on the CPU ===//
+//
+// One place fixes the order of the CPU lowering, shared by hybridgen-opt (textual pipeline) and
+// the driver library (buildCPUPipeline). Order constraints worth knowing (docs in
+// shared/TOOLCHAIN.md): polynomial math before any LLVM conversion, finalize-memref-to-llvm before
+// convert-scf-to-cf (memref.alloca_scope from scf-to-openmp), ub-to-llvm after vector-to-llvm.
+//
+//===----------------------------------------------------------------------===//
+#include "hybridgen/Transforms/Pipelines.h"
 #include "hybridgen/Transforms/Passes.h"
 
-void mlir::hybridgen::registerPipelines() {}
+#include "mlir/Conversion/Passes.h"
+#include "mlir/Dialect/Arith/Transforms/Passes.h"
+#include "mlir/Dialect/MemRef/Transforms/Passes.h"
+#include "mlir/Pass/PassRegistry.h"
+#include "mlir/Transforms/Passes.h"
+
+namespace mlir::hybridgen {
+#define GEN_PASS_DEF_HGEMITCINTERFACE
+#include "hybridgen/Transforms/Passes.h.inc"
+} // namespace mlir::hybridgen
+
+using namespace mlir;
+using namespace mlir::hybridgen;
+
+namespace {
+
+struct EmitCInterfacePass : hybridgen::impl::HGEmitCInterfaceBase<EmitCInterfacePass> {
+  void runOnOperation() override {
+    UnitAttr unit = UnitAttr::get(&getContext());
+    for (auto fn : getOperation().getOps<func::FuncOp>())
+      if (fn.isPublic() && !fn.isExternal())
+        fn->setAttr("llvm.emit_c_interface", unit);
+  }
+};
+
+struct CPUPipelineCLOptions : PassPipelineOptions<CPUPipelineCLOptions> {
+  Option<bool> allDevices{*this, "all-devices",
+                          llvm::cl::desc("Lower partials of every device to CPU code"),
+                          llvm::cl::init(true)};
+  Option<int64_t> chunkTokens{*this, "chunk-tokens",
+                              llvm::cl::desc("Tokens per parallel chunk (0 = default)"),
+                              llvm::cl::init(0)};
+  Option<bool> aot{*this, "aot", llvm::cl::desc("Set target CPU and features on every llvm.func"),
+                   llvm::cl::init(false)};
+  Option<std::string> targetCpu{*this, "target-cpu", llvm::cl::desc("CPU for aot ('host')"),
+                                llvm::cl::init("host")};
+  Option<std::string> targetFeatures{*this, "target-features",
+                                     llvm::cl::desc("Features for aot (empty: the CPU's)"),
+                                     llvm::cl::init("")};
+};
+
+} // namespace
+
+void mlir::hybridgen::buildCPUPipeline(OpPassManager &pm, const CPUPipelineOptions &opts) {
+  // Built from factories, not from pipeline text, so that callers (the driver) need not have
+  // registered any pass by name.
+  pm.addPass(createHGSplitAttention());
+  HGLowerAttentionToCPUOptions lowerOpts;
+  lowerOpts.allDevices = opts.allDevices;
+  lowerOpts.chunkTokens = opts.chunkTokens;
+  pm.addPass(createHGLowerAttentionToCPU(lowerOpts));
+  pm.addPass(createHGLowerRuntimeCalls());
+  pm.addPass(createCanonicalizerPass());
+  pm.addPass(createCSEPass());
+  pm.addPass(createHGExpandMath());
+  pm.addPass(createHGEmitCInterface());
+  // bf16 extf/truncf as integer shifts: no soft-float libcalls in JIT or AOT code.
+  arith::ArithExpandOpsPassOptions expandOpts;
+  expandOpts.includeBf16 = true;
+  pm.addPass(arith::createArithExpandOpsPass(expandOpts));
+  // n-D vector.print and any vector.transfer_* in user code become scf loops of 1-D ops.
+  pm.addPass(createConvertVectorToSCFPass());
+  pm.addPass(createConvertSCFToOpenMPPass());
+  pm.addPass(memref::createExpandStridedMetadataPass());
+  pm.addPass(createFinalizeMemRefToLLVMConversionPass());
+  pm.addPass(createSCFToControlFlowPass());
+  // Dot products become reduction trees, not chains of dependent adds.
+  ConvertVectorToLLVMPassOptions vectorOpts;
+  vectorOpts.reassociateFPReductions = true;
+  pm.addPass(createConvertVectorToLLVMPass(vectorOpts));
+  pm.addPass(createUBToLLVMConversionPass());
+  pm.addPass(createConvertOpenMPToLLVMPass());
+  pm.addPass(createArithToLLVMConversionPass());
+  pm.addPass(createConvertMathToLLVMPass());
+  pm.addPass(createConvertFuncToLLVMPass());
+  pm.addPass(createConvertControlFlowToLLVMPass());
+  pm.addPass(createConvertIndexToLLVMPass());
+  pm.addPass(createReconcileUnrealizedCastsPass());
+  if (opts.aot) {
+    HGSetTargetFeaturesOptions targetOpts;
+    targetOpts.cpu = opts.targetCpu;
+    targetOpts.features = opts.targetFeatures;
+    pm.addPass(createHGSetTargetFeatures(targetOpts));
+  }
+}
+
+void mlir::hybridgen::registerPipelines() {
+  PassPipelineRegistration<CPUPipelineCLOptions>(
+      "hg-cpu-pipeline",
+      "Lower hg attention to the LLVM dialect for the CPU (OpenMP, vectorized, polynomial math)",
+      [](OpPassManager &pm, const CPUPipelineCLOptions &cl) {
+        CPUPipelineOptions opts;
+        opts.allDevices = cl.allDevices;
+        opts.chunkTokens = cl.chunkTokens;
+        opts.aot = cl.aot;
+        opts.targetCpu = cl.targetCpu;
+        opts.targetFeatures = cl.targetFeatures;
+        buildCPUPipeline(pm, opts);
+      });
+}

@@ -100,6 +100,14 @@ void SchedulerContext::recordDeviceTime(int64_t segment, int32_t device, double 
   runs_[segment].dev[device] = seconds;
 }
 
+void SchedulerContext::setDeviceTimeModel(int32_t device,
+                                          std::function<double(int64_t tokens)> seconds) {
+  if (device < 0 || device > 1)
+    return;
+  std::lock_guard<std::mutex> lock(mu_);
+  deviceModel_[device] = std::move(seconds);
+}
+
 void SchedulerContext::recordTransfer(int64_t segment, double seconds) {
   std::lock_guard<std::mutex> lock(mu_);
   runs_[segment].transfer += seconds;
@@ -117,6 +125,15 @@ void SchedulerContext::segmentEnd(int64_t segment) {
   t.transferSeconds = r.transfer;
   t.contextTokens = contextTokens_;
   t.splitUsed = std::min(r.split, contextTokens_);
+  modelledDevices_ = 0;
+  if (deviceModel_[0]) {
+    t.cpuSeconds = deviceModel_[0](t.splitUsed);
+    modelledDevices_ |= 1;
+  }
+  if (deviceModel_[1]) {
+    t.gpuSeconds = deviceModel_[1](t.contextTokens - t.splitUsed);
+    modelledDevices_ |= 2;
+  }
   finishLocked(segment, t, std::chrono::duration<double>(Clock::now() - r.begin).count());
 }
 
@@ -136,6 +153,8 @@ void SchedulerContext::finishLocked(int64_t segment, const SegmentTiming &t, dou
   row.gpuSeconds = t.gpuSeconds;
   row.transferSeconds = t.transferSeconds;
   row.segmentSeconds = segmentSeconds;
+  row.modelledDevices = modelledDevices_;
+  modelledDevices_ = 0;
   if (pool_) {
     row.migrations = pool_->migrationsTotal() - lastMigrations_;
     lastMigrations_ = pool_->migrationsTotal();

@@ -78,7 +78,7 @@ int64_t Scheduler::split(int64_t segment, int64_t contextTokens) {
   if (contextTokens <= 0)
     return 0;
   if (cfg_.policy == SchedulerPolicy::kOracle)
-    return balancedSplit(cfg_.prior, contextTokens, cfg_.quantum);
+    return withinCapacity(balancedSplit(cfg_.prior, contextTokens, cfg_.quantum), contextTokens);
 
   State &s = state(segment);
   const CostModel &m = s.model;
@@ -117,7 +117,14 @@ int64_t Scheduler::split(int64_t segment, int64_t contextTokens) {
   }
   double tokens = s.fraction * double(contextTokens);
   int64_t out = int64_t(std::llround(tokens / q)) * cfg_.quantum;
-  return std::clamp<int64_t>(out, 0, contextTokens);
+  return withinCapacity(std::clamp<int64_t>(out, 0, contextTokens), contextTokens);
+}
+
+int64_t Scheduler::withinCapacity(int64_t split, int64_t contextTokens) const {
+  // The tokens the second device cannot hold must stay with the first: a hard limit, not a cost.
+  if (cfg_.secondDeviceCapacityTokens <= 0)
+    return split;
+  return std::max(split, std::min(contextTokens, contextTokens - cfg_.secondDeviceCapacityTokens));
 }
 
 void Scheduler::observe(int64_t segment, const SegmentTiming &t) {

@@ -9,7 +9,7 @@ namespace hybridgen::rt {
 
 namespace {
 const char *kFixed[] = {"step", "segment", "context_tokens", "split", "cpu_s", "gpu_s",
-                        "transfer_s", "segment_s", "migrations"};
+                        "transfer_s", "segment_s", "migrations", "modelled_devices"};
 
 double fixedValue(const TraceRow &r, size_t i) {
   switch (i) {
@@ -21,7 +21,8 @@ double fixedValue(const TraceRow &r, size_t i) {
   case 5: return r.gpuSeconds;
   case 6: return r.transferSeconds;
   case 7: return r.segmentSeconds;
-  default: return double(r.migrations);
+  case 8: return double(r.migrations);
+  default: return double(r.modelledDevices);
   }
 }
 constexpr size_t kNumFixed = sizeof(kFixed) / sizeof(kFixed[0]);

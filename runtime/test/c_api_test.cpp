@@ -57,6 +57,31 @@ TEST(CApi, BracketsFeedTheSchedulerAndTrace) {
   EXPECT_EQ(hgrt_split_point(0), INT64_MAX);
 }
 
+TEST(CApi, ModelledDeviceTimeReplacesTheMeasurementAndIsLabelled) {
+  SchedulerConfig cfg;
+  cfg.quantum = 16;
+  auto ctx = std::make_shared<SchedulerContext>(cfg);
+  // The GPU side of a no-GPU machine: 3x faster per token than the (also modelled) CPU side.
+  ctx->setDeviceTimeModel(0, [](int64_t tokens) { return 3e-9 * double(tokens); });
+  ctx->setDeviceTimeModel(1, [](int64_t tokens) { return 1e-9 * double(tokens); });
+  installContext(ctx);
+  const int64_t L = 16384;
+  for (int step = 0; step < 12; ++step) {
+    ctx->beginStep(L);
+    int64_t s = hgrt_split_point(0);
+    hgrt_segment_begin(0);
+    hgrt_device_begin(0, 1);
+    hgrt_device_end(0, 1);
+    hgrt_segment_end(0);
+    Trace tr = ctx->trace();
+    EXPECT_DOUBLE_EQ(tr.rows().back().gpuSeconds, 1e-9 * double(L - std::min(s, L)));
+    EXPECT_EQ(tr.rows().back().modelledDevices, 3);
+  }
+  EXPECT_NEAR(double(hgrt_split_point(0)), double(L) / 4, 0.05 * double(L) / 4 + 16);
+  EXPECT_EQ(ctx->trace().column("modelled_devices").back(), 3.0);
+  uninstallContext();
+}
+
 TEST(CApi, ConcurrentCallersAreSafe) {
   auto ctx = std::make_shared<SchedulerContext>(SchedulerConfig{});
   installContext(ctx);

@@ -172,3 +172,27 @@ TEST(Scheduler, SegmentsAreIndependent) {
 }
 
 } // namespace
+
+namespace {
+
+// When the KV outgrows the GPU's memory budget, the tokens it cannot hold stay on the CPU side
+// even though balancing alone would give the (much faster) GPU everything.
+TEST(Scheduler, SecondDeviceCapacityIsAHardLimit) {
+  for (SchedulerPolicy policy : {SchedulerPolicy::kFeedback, SchedulerPolicy::kOracle}) {
+    SchedulerConfig cfg;
+    cfg.policy = policy;
+    cfg.prior = truth();
+    cfg.secondDeviceCapacityTokens = 8192;
+    Scheduler sched(cfg);
+    for (int64_t len = 4096; len <= 65536; len += 4096) {
+      int64_t s = sched.split(0, len);
+      EXPECT_GE(s, len - 8192) << schedulerPolicyName(policy) << " at " << len;
+      EXPECT_LE(s, len);
+      sched.observe(0, measure(truth(), s, len));
+    }
+    // Below the budget nothing is forced: the fast GPU takes (nearly) everything.
+    EXPECT_LT(sched.split(0, 4096), 4096);
+  }
+}
+
+} // namespace

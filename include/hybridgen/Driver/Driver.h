@@ -51,6 +51,8 @@ struct CompileOptions {
   std::string targetFeatures; // e.g. "+avx2,+fma"; empty = the CPU's own
   /// Shared libraries the JIT loads (libomp, the runtime); empty = the defaults found at build time.
   std::vector<std::string> sharedLibs;
+  /// File name that diagnostics (file:line:col) name for the MLIR text.
+  std::string sourceName = "<input>";
 };
 
 /// A hybrid decode attention described by shapes, for users who do not write MLIR.

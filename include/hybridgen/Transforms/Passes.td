@@ -77,4 +77,26 @@ def HGSetTargetFeatures : Pass<"hg-set-target-features", "::mlir::ModuleOp"> {
   let dependentDialects = ["::mlir::LLVM::LLVMDialect"];
 }
 
+def HGExpandMath : Pass<"hg-expand-math"> {
+  let summary = "Replace math.exp/tanh/... on f32 by polynomial approximations";
+  let description = [{
+    Without this, vector `math.exp` in the attention kernels becomes one scalar `expf` libm call
+    per lane. Runs MLIR's polynomial approximation patterns (scalar and vector f32).
+
+    Before: `%p = math.exp %x : vector<16xf32>`; after: only arith/vector ops (and math.fma).
+  }];
+  let dependentDialects = ["::mlir::arith::ArithDialect", "::mlir::math::MathDialect",
+                           "::mlir::vector::VectorDialect"];
+}
+
+def HGEmitCInterface : Pass<"hg-emit-c-interface", "::mlir::ModuleOp"> {
+  let summary = "Mark every public func.func with llvm.emit_c_interface";
+  let description = [{
+    Callers (the driver, tests, Python) call compiled entry points as `_mlir_ciface_<name>` with
+    memref descriptors passed by pointer; func-to-llvm emits those wrappers only for functions
+    carrying `llvm.emit_c_interface`. Private functions (generated kernels, runtime callees) are
+    left alone.
+  }];
+}
+
 #endif // HYBRIDGEN_TRANSFORMS_PASSES_TD

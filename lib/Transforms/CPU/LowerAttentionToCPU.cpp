@@ -1,6 +1,15 @@
-//===- LowerAttentionToCPU.cpp - hg-lower-attention-to-cpu (skeleton) ---===//
+//===- LowerAttentionToCPU.cpp - hg-lower-attention-to-cpu --------------===//
+//
+// Replaces each CPU hg.partial_attention with a call to a generated kernel (one per distinct
+// configuration, so a model's layers share code) and each hg.merge with loops. Inside an
+// hg.segment the call is bracketed by hgrt_device_begin/end so the runtime can time the device.
+//
+//===----------------------------------------------------------------------===//
+#include "CPUCodegen.h"
+
 #include "hybridgen/Dialect/HG/HGOps.h"
-#include "hybridgen/Transforms/Passes.h"
+
+#include "mlir/IR/SymbolTable.h"
 
 namespace mlir::hybridgen {
 #define GEN_PASS_DEF_HGLOWERATTENTIONTOCPU
@@ -8,14 +17,146 @@ namespace mlir::hybridgen {
 } // namespace mlir::hybridgen
 
 using namespace mlir;
+using namespace mlir::hybridgen;
+using namespace mlir::hybridgen::cpu;
 
 namespace {
+
+/// Limits of the generated code: q rows and output accumulators are unrolled SSA vectors (per
+/// head and column slice) and a block's logits are one vector, so wider rows or blocks would
+/// only bloat the code and spill.
+constexpr int64_t kMaxHeadDim = 512;
+constexpr int64_t kMaxBlockSize = 256;
+/// Default tokens per parallel chunk: large enough to amortize the per-chunk merge, small
+/// enough that one long sequence still spreads over every core.
+constexpr int64_t kDefaultChunkTokens = 256;
+
+func::FuncOp declareFunction(ModuleOp module, StringRef name, TypeRange inputs) {
+  if (auto existing = module.lookupSymbol<func::FuncOp>(name))
+    return existing;
+  OpBuilder b = OpBuilder::atBlockBegin(module.getBody());
+  auto fn = func::FuncOp::create(b, module.getLoc(), name, b.getFunctionType(inputs, {}));
+  fn.setPrivate();
+  return fn;
+}
+
+bool hasIdentityLayout(Value v) { return cast<MemRefType>(v.getType()).getLayout().isIdentity(); }
+
 struct LowerAttentionToCPUPass
     : hybridgen::impl::HGLowerAttentionToCPUBase<LowerAttentionToCPUPass> {
   using Base::Base;
+
+  llvm::StringMap<func::FuncOp> kernels;
+
+  FailureOr<KernelConfig> configFor(PartialAttentionOp op) {
+    auto kType = cast<MemRefType>(op.getKPool().getType());
+    auto qType = cast<MemRefType>(op.getQ().getType());
+    KernelConfig c;
+    c.kvType = kType.getElementType();
+    c.qHeads = qType.getDimSize(1);
+    c.kvHeads = kType.getDimSize(1);
+    c.blockSize = kType.getDimSize(2);
+    c.headDim = kType.getDimSize(3);
+    c.scale = op.getScale().convertToFloat();
+    c.window = op.getWindow().value_or(0);
+    c.softcap = op.getSoftcap() ? op.getSoftcap()->convertToFloat() : 0.0f;
+    c.topK = op.getTopK().value_or(0);
+    int64_t chunk = chunkTokens > 0 ? int64_t(chunkTokens) : kDefaultChunkTokens;
+    // Whole blocks per chunk keep every chunk's rows contiguous in the pool.
+    c.chunkTokens = std::max<int64_t>(1, (chunk + c.blockSize - 1) / c.blockSize) * c.blockSize;
+
+    if (c.headDim % 4 != 0 || c.headDim > kMaxHeadDim)
+      return op.emitOpError("head_dim ")
+             << c.headDim << " is not supported by the CPU lowering (needs a multiple of 4 up to "
+             << kMaxHeadDim << ")";
+    if (c.blockSize > kMaxBlockSize)
+      return op.emitOpError("block size ")
+             << c.blockSize << " is not supported by the CPU lowering (at most " << kMaxBlockSize
+             << ")";
+    for (Value v : {op.getQ(), op.getKPool(), op.getVPool(), op.getBlockTable(), op.getSeqLens(),
+                    op.getO(), op.getM(), op.getL()})
+      if (!hasIdentityLayout(v))
+        return op.emitOpError("the CPU lowering needs identity (row-major) layouts, got ")
+               << v.getType();
+    return c;
+  }
+
+  func::FuncOp kernelFor(ModuleOp module, const KernelConfig &c, Location loc) {
+    std::string key = c.mangle();
+    auto it = kernels.find(key);
+    if (it != kernels.end())
+      return it->second;
+    std::string name = (c.topK > 0 ? "__hg_cpu_sparse_" : "__hg_cpu_dense_") + key;
+    // A user symbol of the same name would clash: uniquify by suffix.
+    for (int i = 0; module.lookupSymbol(name); ++i)
+      name = (c.topK > 0 ? "__hg_cpu_sparse_" : "__hg_cpu_dense_") + key + "_" + std::to_string(i);
+    func::FuncOp fn = c.topK > 0 ? buildSparseKernel(module, name, c, loc)
+                                 : buildDenseKernel(module, name, c, loc);
+    kernels[key] = fn;
+    return fn;
+  }
+
+  LogicalResult lowerPartial(ModuleOp module, PartialAttentionOp op) {
+    FailureOr<KernelConfig> config = configFor(op);
+    if (failed(config))
+      return failure();
+    func::FuncOp kernel = kernelFor(module, *config, op.getLoc());
+    ImplicitLocOpBuilder b(op.getLoc(), op);
+    SmallVector<Type> argTypes = kernelArgTypes(b.getContext(), *config);
+    // No end means len; any bound >= len is clamped to it inside the kernel.
+    Value end =
+        op.getEnd() ? op.getEnd() : Value(arith::ConstantIndexOp::create(b, int64_t(1) << 62));
+    SmallVector<Value> operands{op.getQ(),       op.getKPool(), op.getVPool(), op.getBlockTable(),
+                                op.getSeqLens(), op.getBegin(), end,           op.getO(),
+                                op.getM(),       op.getL()};
+    for (auto [operand, type] : llvm::zip(operands, argTypes))
+      if (operand.getType() != type)
+        operand = memref::CastOp::create(b, type, operand);
+
+    auto segment = op->getParentOfType<SegmentOp>();
+    Value id, device;
+    if (segment) {
+      id = arith::ConstantIntOp::create(b, segment.getId(), 64);
+      device = arith::ConstantIntOp::create(b, static_cast<int64_t>(op.getDevice()), 32);
+      auto begin = declareFunction(module, "hgrt_device_begin", {b.getI64Type(), b.getI32Type()});
+      func::CallOp::create(b, begin, ValueRange{id, device});
+    }
+    func::CallOp::create(b, kernel, operands);
+    if (segment) {
+      auto endFn = declareFunction(module, "hgrt_device_end", {b.getI64Type(), b.getI32Type()});
+      func::CallOp::create(b, endFn, ValueRange{id, device});
+    }
+    op.erase();
+    return success();
+  }
+
   void runOnOperation() override {
-    getOperation()->emitError("hg-lower-attention-to-cpu is not implemented yet");
-    signalPassFailure();
+    ModuleOp module = getOperation();
+    kernels.clear();
+    SmallVector<PartialAttentionOp> partials;
+    SmallVector<MergeOp> merges;
+    module.walk([&](PartialAttentionOp op) {
+      if (op.getDevice() == Device::cpu || allDevices)
+        partials.push_back(op);
+    });
+    module.walk([&](MergeOp op) { merges.push_back(op); });
+
+    bool failedAny = false;
+    for (PartialAttentionOp op : partials)
+      failedAny |= failed(lowerPartial(module, op));
+    for (MergeOp op : merges) {
+      if (!hasIdentityLayout(op.getOut())) {
+        op.emitOpError("the CPU lowering needs an identity (row-major) output layout");
+        failedAny = true;
+        continue;
+      }
+      ImplicitLocOpBuilder b(op.getLoc(), op);
+      emitMerge(b, op.getPartialO(), op.getPartialM(), op.getPartialL(), op.getOut());
+      op.erase();
+    }
+    if (failedAny)
+      signalPassFailure();
   }
 };
+
 } // namespace

@@ -7,6 +7,7 @@
 #include "hybridgen/runtime/trace.h"
 
 #include <chrono>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -37,6 +38,11 @@ public:
   /// Overrides host-measured device time (e.g. from CUDA events) for the current run of |segment|.
   void recordDeviceTime(int64_t segment, int32_t device, double seconds);
   void recordTransfer(int64_t segment, double seconds);
+  /// On a machine without |device| (the GPU here), its partial still runs, on the CPU, but the
+  /// scheduler must balance against the real device: |seconds|(tokens on the device) replaces the
+  /// measured time at each segment end, and the trace marks those rows in `modelled_devices` (bit 0 cpu, bit 1 gpu).
+  /// Device 0 holds tokens [0, split), device 1 the rest (the [cpu, gpu] order). Empty = measured.
+  void setDeviceTimeModel(int32_t device, std::function<double(int64_t tokens)> seconds);
   /// Feeds one run directly (no begin/end bracketing): scheduler + trace. Used by benches/tests.
   void recordSegment(int64_t segment, const SegmentTiming &t);
 
@@ -67,6 +73,8 @@ private:
   int64_t step_ = 0;
   int64_t lastMigrations_ = 0;
   int64_t currentSplit_ = 0; // the latest split handed out, used for placement
+  std::function<double(int64_t)> deviceModel_[2];
+  int32_t modelledDevices_ = 0; // set by segmentEnd for the row finishLocked writes
 };
 
 /// Makes |ctx| the process-global context the C ABI uses (replacing any previous one).

@@ -44,6 +44,9 @@ struct SchedulerConfig {
   int64_t quantum = 16;          // split granularity, normally the block size
   double smoothing = 0.6;        // EMA weight of the newest per-token cost sample
   double damping = 0.8;          // fraction of the distance to the balanced split moved per step
+  /// Tokens per sequence the second device's memory can hold for this segment (HBM budget); the
+  /// split never leaves it more (split >= context - capacity). 0 = unlimited. Not for kStatic.
+  int64_t secondDeviceCapacityTokens = 0;
   int32_t probeInterval = 16;    // steps at an end (one side idle) before probing the balance again;
                                  // doubles after each probe that confirms the idle side, up to 4x
   double initialFraction = 0.5;  // first split as a fraction of the context when no prior is known
@@ -77,6 +80,7 @@ private:
     int32_t probeEvery = 0; // current probe interval (backs off while probes confirm idling)
   };
   State &state(int64_t segment);
+  int64_t withinCapacity(int64_t split, int64_t contextTokens) const;
   SchedulerConfig cfg_;
   std::map<int64_t, State> states_;
 };

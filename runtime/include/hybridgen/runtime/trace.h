@@ -19,6 +19,7 @@ struct TraceRow {
   double transferSeconds = 0;
   double segmentSeconds = 0;      // wall time between segment begin and end (0 if fed directly)
   int64_t migrations = 0;         // blocks migrated since the previous row
+  int32_t modelledDevices = 0;    // bit d set: device d's time is a cost model's, not measured
   std::vector<int64_t> tierBlocks; // used blocks per tier, in tier order
 };
 

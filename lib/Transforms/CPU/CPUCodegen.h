@@ -1,0 +1,133 @@
+//===- CPUCodegen.h - shared helpers of the CPU attention lowering -*- C++ -*-===//
+//
+// The kernels are written op by op; these helpers keep the arithmetic readable and give every
+// loop one way to be built (a lambda that returns the values to yield).
+//
+//===----------------------------------------------------------------------===//
+#ifndef HYBRIDGEN_LIB_TRANSFORMS_CPU_CPUCODEGEN_H
+#define HYBRIDGEN_LIB_TRANSFORMS_CPU_CPUCODEGEN_H
+
+#include "hybridgen/Transforms/Passes.h"
+
+#include "mlir/IR/ImplicitLocOpBuilder.h"
+
+#include <limits>
+
+namespace mlir::hybridgen::cpu {
+
+/// What one generated partial-attention kernel is specialized for. Two ops with equal configs
+/// share one kernel function.
+struct KernelConfig {
+  Type kvType;         // f32, f16 or bf16
+  int64_t qHeads;      // query heads
+  int64_t kvHeads;     // kv heads (group = qHeads / kvHeads)
+  int64_t blockSize;   // tokens per KV block
+  int64_t headDim;     // elements per row
+  float scale;         // logit scale
+  int64_t window;      // 0: no sliding window
+  float softcap;       // 0: no softcap
+  int64_t topK;        // 0: dense
+  int64_t chunkTokens; // tokens per parallel chunk (dense)
+
+  int64_t group() const { return qHeads / kvHeads; }
+  /// Heads of a group handled by one parallel iteration: the whole group when it is small, else
+  /// the largest divisor <= 8, so the number of live vector accumulators stays bounded.
+  int64_t subGroup() const;
+  /// Lanes of one FMA chain in a q.k dot product.
+  int64_t dotWidth() const;
+  /// Lanes of one column tile of the output accumulators (see the V loop).
+  int64_t accTileWidth() const;
+  /// A stable name fragment that tells configurations apart.
+  std::string mangle() const;
+};
+
+/// Thin arithmetic layer over an ImplicitLocOpBuilder.
+struct Emitter {
+  ImplicitLocOpBuilder &b;
+
+  Type f32() { return b.getF32Type(); }
+  Value idx(int64_t v) { return arith::ConstantIndexOp::create(b, v); }
+  Value cf(float v) { return arith::ConstantFloatOp::create(b, b.getF32Type(), APFloat(v)); }
+  Value negInf() { return cf(-std::numeric_limits<float>::infinity()); }
+  Value addi(Value x, Value y) { return arith::AddIOp::create(b, x, y); }
+  Value subi(Value x, Value y) { return arith::SubIOp::create(b, x, y); }
+  Value muli(Value x, Value y) { return arith::MulIOp::create(b, x, y); }
+  Value divi(Value x, Value y) { return arith::DivUIOp::create(b, x, y); }
+  Value remi(Value x, Value y) { return arith::RemUIOp::create(b, x, y); }
+  Value mini(Value x, Value y) { return arith::MinSIOp::create(b, x, y); }
+  Value maxi(Value x, Value y) { return arith::MaxSIOp::create(b, x, y); }
+  Value addf(Value x, Value y) { return arith::AddFOp::create(b, x, y); }
+  Value subf(Value x, Value y) { return arith::SubFOp::create(b, x, y); }
+  Value mulf(Value x, Value y) { return arith::MulFOp::create(b, x, y); }
+  Value divf(Value x, Value y) { return arith::DivFOp::create(b, x, y); }
+  Value maxf(Value x, Value y) { return arith::MaximumFOp::create(b, x, y); }
+  Value cmpi(arith::CmpIPredicate p, Value x, Value y) { return arith::CmpIOp::create(b, p, x, y); }
+  Value cmpf(arith::CmpFPredicate p, Value x, Value y) { return arith::CmpFOp::create(b, p, x, y); }
+  Value select(Value c, Value x, Value y) { return arith::SelectOp::create(b, c, x, y); }
+  Value exp(Value x) { return math::ExpOp::create(b, x); }
+  Value splat(Value scalar, int64_t n) {
+    return vector::BroadcastOp::create(b, VectorType::get({n}, scalar.getType()), scalar);
+  }
+  Value reduce(vector::CombiningKind kind, Value v) {
+    return vector::ReductionOp::create(b, kind, v);
+  }
+  /// Scalar i32 load widened to index (lengths, block table entries).
+  Value loadIndex(Value memref, ValueRange indices) {
+    Value v = memref::LoadOp::create(b, memref, indices);
+    return arith::IndexCastOp::create(b, b.getIndexType(), v);
+  }
+  /// A row of |n| elements, widened to f32 in registers.
+  Value loadRowF32(Value memref, ValueRange indices, int64_t n) {
+    Type elt = cast<MemRefType>(memref.getType()).getElementType();
+    Value row = vector::LoadOp::create(b, VectorType::get({n}, elt), memref, indices);
+    if (elt.isF32())
+      return row;
+    return arith::ExtFOp::create(b, VectorType::get({n}, f32()), row);
+  }
+  /// ceil(x / d) for non-negative |x| and a constant |d| > 0.
+  Value ceilDiv(Value x, int64_t d) { return divi(addi(x, idx(d - 1)), idx(d)); }
+
+  /// scf.for over [lb, ub) whose body returns the values to yield.
+  SmallVector<Value> loop(Value lb, Value ub, Value step, ValueRange init,
+                          function_ref<SmallVector<Value>(Value, ValueRange)> body) {
+    auto op = scf::ForOp::create(
+        b, lb, ub, step, init, [&](OpBuilder &nb, Location, Value iv, ValueRange args) {
+          OpBuilder::InsertionGuard guard(b);
+          b.setInsertionPoint(nb.getInsertionBlock(), nb.getInsertionPoint());
+          SmallVector<Value> results = body(iv, args);
+          scf::YieldOp::create(b, results);
+        });
+    return SmallVector<Value>(op.getResults());
+  }
+
+  /// scf.parallel over [0, ubs) with unit steps.
+  void parallel(ValueRange ubs, function_ref<void(ValueRange)> body) {
+    SmallVector<Value> lbs(ubs.size(), idx(0)), steps(ubs.size(), idx(1));
+    scf::ParallelOp::create(b, lbs, ubs, steps, [&](OpBuilder &nb, Location, ValueRange ivs) {
+      OpBuilder::InsertionGuard guard(b);
+      b.setInsertionPoint(nb.getInsertionBlock(), nb.getInsertionPoint());
+      body(ivs);
+    });
+  }
+};
+
+/// Emits the kernel function for |config| named |name| at the end of |module|. The signature is
+/// (q, k, v, block_table, lens, begin, end, o, m, l) with the memref types of kernelArgTypes.
+func::FuncOp buildDenseKernel(ModuleOp module, StringRef name, const KernelConfig &config,
+                              Location loc);
+func::FuncOp buildSparseKernel(ModuleOp module, StringRef name, const KernelConfig &config,
+                               Location loc);
+/// The kernel's argument types: leading (batch, num_blocks, max_blocks) dims dynamic.
+SmallVector<Type> kernelArgTypes(MLIRContext *ctx, const KernelConfig &config);
+
+/// Emits, at |b|'s insertion point, the loops that merge N partials into |out| (hg.merge).
+void emitMerge(ImplicitLocOpBuilder &b, ValueRange os, ValueRange ms, ValueRange ls, Value out);
+
+/// Shared by the kernels: the token range [begin, end) of sequence |s| clamped to [0, len], the
+/// block table's capacity and the sliding window.
+std::pair<Value, Value> clampedRange(Emitter &e, const KernelConfig &config, Value lens,
+                                     Value capacity, Value s, Value begin, Value end);
+
+} // namespace mlir::hybridgen::cpu
+
+#endif // HYBRIDGEN_LIB_TRANSFORMS_CPU_CPUCODEGEN_H

@@ -1,0 +1,125 @@
+// Ahead-of-time libraries: same bits as the JIT on the same inputs, callable through AotLibrary,
+// and free of any libMLIR dependency.
+#include "DriverTestUtil.h"
+
+#include "hybridgen/runtime/memref_call.h"
+
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <cstring>
+
+using namespace hgtest;
+using hybridgen::driver::AttentionSpec;
+namespace mc = hybridgen::memref_call;
+
+namespace {
+
+std::string runCommand(const std::string &cmd) {
+  std::string out;
+  FILE *pipe = popen((cmd + " 2>&1").c_str(), "r");
+  if (!pipe)
+    return out;
+  char buf[4096];
+  size_t n;
+  while ((n = fread(buf, 1, sizeof(buf), pipe)) > 0)
+    out.append(buf, n);
+  pclose(pipe);
+  return out;
+}
+
+std::vector<mc::Arg> toAotArgs(const std::vector<MemRefArg> &args) {
+  std::vector<mc::Arg> out;
+  for (const MemRefArg &a : args)
+    out.push_back({a.data, static_cast<mc::ElemType>(a.dtype), a.shape, a.strides});
+  return out;
+}
+
+struct AotFixture : ::testing::Test {
+  static void SetUpTestSuite() {
+    spec.qHeads = 8;
+    spec.kvHeads = 2;
+    spec.headDim = 128;
+    spec.blockSize = 16;
+    spec.kvDtype = "bf16";
+    mlir = hybridgen::driver::buildAttentionModule(spec);
+    soPath = std::string(HYBRIDGEN_TEST_TMPDIR) + "/aot_attention.so";
+    hybridgen::driver::compileToSharedLibrary(mlir, soPath);
+  }
+  static AttentionSpec spec;
+  static std::string mlir, soPath;
+};
+AttentionSpec AotFixture::spec;
+std::string AotFixture::mlir, AotFixture::soPath;
+
+} // namespace
+
+TEST_F(AotFixture, JitAndAotAreBitIdentical) {
+  auto jit = hybridgen::driver::JitModule::compile(mlir);
+  mc::AotLibrary aot(soPath);
+  ASSERT_EQ(aot.functions(), std::vector<std::string>{"hg_attention"});
+  Shape s;
+  s.qHeads = spec.qHeads;
+  s.kvHeads = spec.kvHeads;
+  s.headDim = spec.headDim;
+  s.blockSize = spec.blockSize;
+  s.kvType = DType::bf16;
+  std::mt19937_64 rng(testSeed() + 10);
+  for (int trial = 0; trial < 3; ++trial) {
+    std::vector<int32_t> lens = {1, 4000, 17, 2049};
+    lens.resize(1 + trial * 1);
+    Problem p = makeProblem(s, lens, rng);
+    for (int64_t split : {int64_t(0), int64_t(1000), int64_t(1) << 40}) {
+      setRuntimeSplit(split);
+      jit->call("hg_attention", p.args());
+      std::vector<float> jitOut = p.out;
+      std::fill(p.out.begin(), p.out.end(), -1.0f);
+      aot.call("hg_attention", toAotArgs(p.args()));
+      EXPECT_EQ(std::memcmp(jitOut.data(), p.out.data(), p.out.size() * sizeof(float)), 0)
+          << "JIT and AOT differ, batch " << p.batch() << " split " << split;
+      EXPECT_LE(relativeError(p.out, referenceAttention(p)), 1e-2);
+    }
+  }
+  clearRuntimeSplit();
+}
+
+TEST_F(AotFixture, SignatureFileAndArgumentChecks) {
+  mc::AotLibrary aot(soPath);
+  const mc::Signature &sig = aot.signature("hg_attention");
+  ASSERT_EQ(sig.types.size(), 6u);
+  EXPECT_EQ(sig.types[1], mc::ElemType::bf16);
+  EXPECT_EQ(sig.shapes[0], (std::vector<int64_t>{-1, 8, 128}));
+  EXPECT_EQ(sig.shapes[1], (std::vector<int64_t>{-1, 2, 16, 128}));
+  std::vector<mc::Arg> none;
+  EXPECT_THROW(aot.call("hg_attention", none), std::invalid_argument);
+  EXPECT_THROW(aot.call("nope", none), std::invalid_argument);
+}
+
+TEST_F(AotFixture, NoMLIRDependency) {
+  std::string needed = runCommand("readelf -d '" + soPath + "'");
+  EXPECT_NE(needed.find("libhybridgen_runtime"), std::string::npos) << needed;
+  EXPECT_NE(needed.find("libomp"), std::string::npos) << needed;
+  EXPECT_EQ(needed.find("libMLIR"), std::string::npos) << needed;
+  EXPECT_EQ(needed.find("libLLVM"), std::string::npos) << needed;
+  std::string ldd = runCommand("ldd '" + soPath + "'");
+  EXPECT_EQ(ldd.find("libMLIR"), std::string::npos) << ldd;
+  EXPECT_EQ(ldd.find("not found"), std::string::npos) << ldd;
+}
+
+TEST(Aot, ObjectFileForAnotherCpu) {
+  AttentionSpec spec;
+  spec.qHeads = 4;
+  spec.kvHeads = 4;
+  spec.headDim = 64;
+  hybridgen::driver::CompileOptions opts;
+  opts.targetCpu = "x86-64-v3";
+  std::string path = std::string(HYBRIDGEN_TEST_TMPDIR) + "/aot_v3.o";
+  hybridgen::driver::compileToObject(hybridgen::driver::buildAttentionModule(spec), path, opts);
+  std::string syms = runCommand("nm '" + path + "'");
+  EXPECT_NE(syms.find("_mlir_ciface_hg_attention"), std::string::npos) << syms;
+  // AVX2 code (ymm registers) but no AVX-512 (zmm) for x86-64-v3.
+  std::string code = runCommand("objdump -d --no-show-raw-insn '" + path + "' | grep -c ymm");
+  EXPECT_GT(std::atoi(code.c_str()), 0);
+  std::string zmm = runCommand("objdump -d --no-show-raw-insn '" + path + "' | grep -c zmm");
+  EXPECT_EQ(std::atoi(zmm.c_str()), 0);
+}

@@ -1,0 +1,57 @@
+//===- hybridgen-compile.cpp - compile an hg module ahead of time to a .so or .o ----------===//
+//
+//   hybridgen-compile in.mlir -o out.so [--object] [--target-cpu=CPU] [--target-features=F]
+//
+// The .so links only the hybridgen runtime and libomp (never libMLIR) and comes with out.so.sig,
+// so AotLibrary (runtime/include/hybridgen/runtime/memref_call.h) can call it anywhere.
+//
+//===----------------------------------------------------------------------===//
+#include "hybridgen/Driver/Driver.h"
+
+#include "llvm/Support/CommandLine.h"
+#include "llvm/Support/InitLLVM.h"
+#include "llvm/Support/MemoryBuffer.h"
+#include "llvm/Support/raw_ostream.h"
+
+namespace cl = llvm::cl;
+
+static cl::opt<std::string> inputFile(cl::Positional, cl::desc("<input .mlir>"), cl::init("-"));
+static cl::opt<std::string> outputFile("o", cl::desc("Output file"), cl::value_desc("path"),
+                                       cl::Required);
+static cl::opt<bool> emitObject("object", cl::desc("Write a relocatable object, not a .so"));
+static cl::opt<std::string> targetCpu("target-cpu", cl::desc("Target CPU ('host' = this one)"),
+                                      cl::init("host"));
+static cl::opt<std::string> targetFeatures("target-features",
+                                           cl::desc("Target features, e.g. +avx2,+fma"),
+                                           cl::init(""));
+static cl::opt<int64_t> chunkTokens("chunk-tokens",
+                                    cl::desc("Tokens per parallel CPU chunk (0 = default)"),
+                                    cl::init(0));
+
+int main(int argc, char **argv) {
+  llvm::InitLLVM init(argc, argv);
+  cl::ParseCommandLineOptions(argc, argv, "hybridgen ahead-of-time compiler\n");
+
+  auto buffer = llvm::MemoryBuffer::getFileOrSTDIN(inputFile);
+  if (!buffer) {
+    llvm::errs() << "hybridgen-compile: cannot read " << inputFile << ": "
+                 << buffer.getError().message() << "\n";
+    return 1;
+  }
+  hybridgen::driver::CompileOptions options;
+  options.targetCpu = targetCpu;
+  options.targetFeatures = targetFeatures;
+  options.chunkTokens = chunkTokens;
+  options.sourceName = inputFile == "-" ? "<stdin>" : inputFile.getValue();
+  try {
+    std::string text = (*buffer)->getBuffer().str();
+    if (emitObject)
+      hybridgen::driver::compileToObject(text, outputFile, options);
+    else
+      hybridgen::driver::compileToSharedLibrary(text, outputFile, options);
+  } catch (const std::exception &e) {
+    llvm::errs() << e.what() << "\n";
+    return 1;
+  }
+  return 0;
+}
