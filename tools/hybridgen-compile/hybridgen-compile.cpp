@@ -15,21 +15,26 @@
 
 namespace cl = llvm::cl;
 
-static cl::opt<std::string> inputFile(cl::Positional, cl::desc("<input .mlir>"), cl::init("-"));
+static cl::OptionCategory compileCategory("hybridgen-compile options");
+static cl::opt<std::string> inputFile(cl::Positional, cl::desc("<input .mlir>"), cl::init("-"),
+                                      cl::cat(compileCategory));
 static cl::opt<std::string> outputFile("o", cl::desc("Output file"), cl::value_desc("path"),
-                                       cl::Required);
-static cl::opt<bool> emitObject("object", cl::desc("Write a relocatable object, not a .so"));
+                                       cl::Required, cl::cat(compileCategory));
+static cl::opt<bool> emitObject("object", cl::desc("Write a relocatable object, not a .so"),
+                                 cl::cat(compileCategory));
 static cl::opt<std::string> targetCpu("target-cpu", cl::desc("Target CPU ('host' = this one)"),
-                                      cl::init("host"));
+                                      cl::init("host"), cl::cat(compileCategory));
 static cl::opt<std::string> targetFeatures("target-features",
                                            cl::desc("Target features, e.g. +avx2,+fma"),
-                                           cl::init(""));
+                                           cl::init(""), cl::cat(compileCategory));
 static cl::opt<int64_t> chunkTokens("chunk-tokens",
                                     cl::desc("Tokens per parallel CPU chunk (0 = default)"),
-                                    cl::init(0));
+                                    cl::init(0), cl::cat(compileCategory));
 
 int main(int argc, char **argv) {
   llvm::InitLLVM init(argc, argv);
+  // LLVM registers hundreds of backend flags; --help shows only the tool's own.
+  cl::HideUnrelatedOptions(compileCategory);
   cl::ParseCommandLineOptions(argc, argv, "hybridgen ahead-of-time compiler\n");
 
   auto buffer = llvm::MemoryBuffer::getFileOrSTDIN(inputFile);
