@@ -3,12 +3,22 @@
 //
 //   hybridgen_cpu_attention_bench [--contexts=4096,16384,...] [--batches=1,8] [--dtypes=bf16,f32]
 //                                 [--threads=1,2] [--max-gib=4.5] [--min-seconds=0.4]
+//                                 [--aot=PATH.so] [--q-heads=32] [--block=16] [--chunk-tokens=N]
+//
+// --aot compiles ahead of time to PATH.so (hybridgen-compile's path) and calls it through
+// AotLibrary instead of the JIT, so `perf record -e cpu-clock` + `perf annotate` see symbols.
+// --q-heads, --block and --chunk-tokens change the GQA group, the block size and the tokens per
+// parallel chunk (profiling experiments; 0: the lowering's default).
+// --reuse-blocks=N points every sequence's blocks at the first N pool blocks (cache-resident KV:
+// the kernel's compute rate; GB/s then counts logical bytes).
 //
 // Prints one CSV row per case: context,batch,dtype,threads,kv_bytes,seconds,gbps,roof_gbps,ratio
 // (seconds: the best call; roof: the best pass, both taken in alternating rounds).
 #include "hybridgen/Driver/Driver.h"
+#include "hybridgen/runtime/memref_call.h"
 
 #include <omp.h>
+#include <sys/mman.h>
 
 #include <algorithm>
 #include <chrono>
@@ -24,7 +34,8 @@ namespace drv = hybridgen::driver;
 
 namespace {
 
-constexpr int64_t kQHeads = 32, kKvHeads = 8, kHeadDim = 128, kBlock = 16;
+constexpr int64_t kKvHeads = 8, kHeadDim = 128;
+int64_t kQHeads = 32, kBlock = 16;
 
 double now() {
   return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch())
@@ -40,18 +51,25 @@ std::vector<std::string> split(const std::string &s) {
   return out;
 }
 
-/// Page-aligned, first-touched by the threads that will read it (one NUMA node here anyway).
+/// Allocated like the runtime's KV pool (runtime/lib/kv_pool.cpp): an anonymous mapping advised
+/// MADV_HUGEPAGE (THP is `madvise` on this machine), so the kernel sees the TLB behaviour it gets
+/// in production. The roof buffer is allocated the same way, so the comparison stays fair.
+/// First-touched by the threads that will read it (one NUMA node here anyway).
 struct Buffer {
-  explicit Buffer(size_t bytes) : size(bytes) {
-    ptr = static_cast<char *>(std::aligned_alloc(4096, (bytes + 4095) / 4096 * 4096));
-    if (!ptr) {
-      std::fprintf(stderr, "out of memory allocating %zu bytes\n", bytes);
+  explicit Buffer(size_t bytes) : size(bytes), mapped((bytes + 4095) / 4096 * 4096) {
+    void *p = mmap(nullptr, mapped, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (p == MAP_FAILED) {
+      std::fprintf(stderr, "out of memory mapping %zu bytes\n", bytes);
       std::exit(1);
     }
+    (void)madvise(p, mapped, MADV_HUGEPAGE); // best effort, as the pool does
+    ptr = static_cast<char *>(p);
   }
-  ~Buffer() { std::free(ptr); }
+  ~Buffer() { munmap(ptr, mapped); }
+  Buffer(const Buffer &) = delete;
+  Buffer &operator=(const Buffer &) = delete;
   char *ptr;
-  size_t size;
+  size_t size, mapped;
 };
 
 /// One pass of the read roof: a vectorized, OpenMP-parallel f32 sum over |buf| (far larger than
@@ -110,6 +128,9 @@ int main(int argc, char **argv) {
   std::vector<std::string> dtypes = {"bf16", "f32"};
   std::vector<int> threads = {1, 2};
   double maxGiB = 4.5, minSeconds = 0.4;
+  std::string aotPath;
+  int64_t reuseBlocks = 0;
+  drv::CompileOptions options;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     auto value = [&](const char *flag) -> const char * {
@@ -134,6 +155,16 @@ int main(int argc, char **argv) {
       maxGiB = std::atof(v);
     } else if (const char *v = value("--min-seconds=")) {
       minSeconds = std::atof(v);
+    } else if (const char *v = value("--aot=")) {
+      aotPath = v;
+    } else if (const char *v = value("--q-heads=")) {
+      kQHeads = std::stoll(v);
+    } else if (const char *v = value("--reuse-blocks=")) {
+      reuseBlocks = std::stoll(v);
+    } else if (const char *v = value("--chunk-tokens=")) {
+      options.chunkTokens = std::stoll(v);
+    } else if (const char *v = value("--block=")) {
+      kBlock = std::stoll(v);
     } else {
       std::fprintf(stderr, "unknown argument %s\n", a.c_str());
       return 2;
@@ -153,7 +184,14 @@ int main(int argc, char **argv) {
     spec.kvDtype = dtypeName;
     spec.devices = {"cpu"}; // the CPU path alone: no split, no merge
     double t0 = now();
-    auto jit = drv::JitModule::compile(drv::buildAttentionModule(spec));
+    std::unique_ptr<drv::JitModule> jit;
+    std::unique_ptr<hybridgen::memref_call::AotLibrary> aot;
+    if (aotPath.empty()) {
+      jit = drv::JitModule::compile(drv::buildAttentionModule(spec), options);
+    } else {
+      drv::compileToSharedLibrary(drv::buildAttentionModule(spec), aotPath, options);
+      aot = std::make_unique<hybridgen::memref_call::AotLibrary>(aotPath);
+    }
     std::fprintf(stderr, "compiled %s attention in %.2f s\n", dtypeName.c_str(), now() - t0);
     size_t elt = drv::dtypeSize(dtype);
     size_t tokenBytes = kKvHeads * kHeadDim * elt; // one of K or V
@@ -173,7 +211,8 @@ int main(int argc, char **argv) {
         // Interleave the sequences' blocks, as an allocator serving a batch would.
         for (int64_t b = 0; b < batch; ++b)
           for (int64_t i = 0; i < blocksPerSeq; ++i)
-            table[b * blocksPerSeq + i] = int32_t(i * batch + b);
+            table[b * blocksPerSeq + i] =
+                int32_t(reuseBlocks > 0 ? (i * batch + b) % reuseBlocks : i * batch + b);
         std::vector<float> q(batch * kQHeads * kHeadDim, 0.01f), out(q.size());
         std::vector<int64_t> poolShape = {numBlocks, kKvHeads, kBlock, kHeadDim};
         std::vector<drv::MemRefArg> args = {
@@ -184,11 +223,21 @@ int main(int argc, char **argv) {
             {lens.data(), drv::DType::i32, {batch}, {}},
             {out.data(), drv::DType::f32, {batch, kQHeads, kHeadDim}, {}}};
         drv::validateAttentionArgs(args, kBlock);
+        std::vector<hybridgen::memref_call::Arg> aotArgs;
+        for (const drv::MemRefArg &a : args)
+          aotArgs.push_back(
+              {a.data, static_cast<hybridgen::memref_call::ElemType>(a.dtype), a.shape, a.strides});
+        auto call = [&] {
+          if (aot)
+            aot->call("hg_attention", aotArgs);
+          else
+            jit->call("hg_attention", args);
+        };
         double kvBytes = double(batch) * context * tokenBytes * 2;
         for (int t : threads) {
           omp_set_num_threads(t);
-          readRoofPass(roofBuf, false);    // warms the roof buffer's TLB entries
-          jit->call("hg_attention", args); // and the kernel's
+          readRoofPass(roofBuf, false); // warms the roof buffer's TLB entries
+          call();                       // and the kernel's
           // The machine is shared: alternate roof passes and kernel calls over several rounds
           // and compare best with best, so both sides see the least-contended moments.
           double roof = 0, best = 1e30;
@@ -199,7 +248,7 @@ int main(int argc, char **argv) {
             int calls = 0;
             while (calls < 2 || (now() - start < minSeconds / kRounds && calls < 20)) {
               double c0 = now();
-              jit->call("hg_attention", args);
+              call();
               best = std::min(best, now() - c0);
               ++calls;
             }

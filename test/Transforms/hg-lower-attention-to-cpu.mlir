@@ -7,8 +7,11 @@
 !st = memref<1x8xf32>
 
 // A cpu partial becomes a call to a private kernel: one scf.parallel over (sequence, kv-head,
-// chunk) running vectorized online softmax on bf16 rows widened in registers, then one
-// scf.parallel merging the chunks by log-sum-exp.
+// chunk) running vectorized online softmax, then one scf.parallel merging the chunks by
+// log-sum-exp. bf16 rows are widened 32 at a time into (even, odd) halves (q permuted alike), a
+// block's logits come out of a transpose-add tree as one vector per head, the softmax statistics
+// of the 4 heads are one vector<4> each, the next blocks are prefetched row by row, and the
+// accumulators are put back in natural order at the end.
 // CHECK-LABEL: func.func @dense_bf16
 // CHECK-NOT: hg.partial_attention
 // CHECK: %[[END:.*]] = arith.constant 4611686018427387904 : index
@@ -16,16 +19,27 @@
 // CHECK: func.func private @[[KERNEL]]
 // CHECK: scf.parallel (%{{.*}}, %{{.*}}, %{{.*}}) = {{.*}} {
 // CHECK: memref.alloca() : memref<4x16xf32>
+// CHECK: memref.alloca() : memref<4x64xf32>
+// CHECK: vector.shuffle %{{.*}} [0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30] : vector<32xf32>, vector<32xf32>
 // CHECK: memref.prefetch %{{.*}}, read, locality<3>, data : memref<?x2x16x64xbf16>
-// CHECK: scf.for
-// CHECK: vector.load %{{.*}} : memref<?x2x16x64xbf16>, vector<16xbf16>
-// CHECK: arith.extf %{{.*}} : vector<16xbf16> to vector<16xf32>
-// CHECK: vector.fma %{{.*}} : vector<16xf32>
-// CHECK: vector.reduction <add>
-// CHECK: vector.reduction <maximumf>
-// CHECK: math.exp %{{.*}} : vector<16xf32>
+// CHECK: scf.for {{.*}} -> (vector<4xf32>, vector<4xf32>)
+// CHECK: memref.prefetch %{{.*}}, read, locality<3>, data : memref<?x2x16x64xbf16>
 // CHECK: vector.load %{{.*}} : memref<?x2x16x64xbf16>, vector<32xbf16>
-// CHECK: vector.fma %{{.*}} : vector<32xf32>
+// CHECK: vector.bitcast %{{.*}} : vector<32xbf16> to vector<16xi32>
+// CHECK: arith.shli
+// CHECK: arith.andi
+// CHECK: vector.fma %{{.*}} : vector<16xf32>
+// CHECK: vector.shuffle
+// CHECK: vector.store %{{.*}} : memref<4x16xf32>, vector<16xf32>
+// CHECK: arith.maximumf %{{.*}} : vector<16xf32>
+// CHECK: math.exp %{{.*}} : vector<4xf32>
+// CHECK: math.exp %{{.*}} : vector<16xf32>
+// CHECK: vector.reduction <add>
+// CHECK: scf.if
+// CHECK: vector.load %{{.*}} : memref<?x2x16x64xbf16>, vector<32xbf16>
+// CHECK: memref.load %{{.*}} : memref<4x16xf32>
+// CHECK: vector.fma %{{.*}} : vector<16xf32>
+// CHECK: vector.shuffle %{{.*}} [0, 16, 1, 17, 2, 18
 // CHECK: scf.parallel (%{{.*}}, %{{.*}}) = {{.*}} {
 // CHECK: math.exp
 // CHECK: memref.dealloc

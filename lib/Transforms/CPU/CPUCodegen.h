@@ -111,6 +111,67 @@ struct Emitter {
   }
 };
 
+//===- Per-block code of the dense kernel (DenseBlock.cpp) ------------------===//
+
+/// Blocks ahead that the dense kernel prefetches. Measured here (one thread, 64K bf16 tokens): 1
+/// and 3 are within noise of 2, 4 is slower; prefetches into L2 only (locality 1/2) are 15-20%
+/// slower.
+constexpr int64_t kPrefetchDistance = 2;
+
+/// Rows of a block whose logits one sum tree produces: the largest power of two <= the dot width
+/// dividing the block size; 0 when the dot width is not a power of two (odd head dims), where the
+/// row-by-row path is used.
+int64_t treeRows(const KernelConfig &c);
+
+/// Whether bf16 rows are widened 32 elements at a time as (even, odd) halves: one 64-byte load
+/// viewed as 16 x i32, a shift gives the even elements as f32 and a mask the odd ones (2 ops per
+/// 32 elements instead of a widening shuffle plus a shift per 16). The element order is then
+/// permuted: q is permuted alike (a dot product does not care), and the V accumulators keep the
+/// permuted order until they are written out.
+bool bf16Pairs(const KernelConfig &c);
+
+/// Whether the softmax statistics of the |gs| heads are carried as two vector<gs> (max, sum):
+/// needs a power-of-two group no wider than a power-of-two block for the max/sum trees.
+bool vectorStats(const KernelConfig &c);
+
+/// Emits one block's logits, online-softmax update and V accumulation for the |gs| heads of a
+/// parallel iteration; the accumulators live in |acc| (gs x head_dim f32 on the stack).
+struct DenseBlock {
+  Emitter &e;
+  const KernelConfig &c;
+  Value k, v, table;
+  Value scores; // memref<gs x block_size x f32>: logits, then probabilities
+  Value acc;    // memref<gs x head_dim x f32>: unnormalized outputs
+
+  /// Asks for block |blk|'s rows of this kv-head in K and V. Each block is a separate 4 KiB-ish
+  /// piece of the pool (pages apart), which hardware prefetchers do not follow across.
+  void prefetchBlock(Value s, Value kvh, Value blk);
+  /// The cache lines of row |r| of pool block |pb| in K and V.
+  void prefetchRow(Value pb, Value kvh, Value r);
+  /// Columns [col, col + width) of row |r| as dot-width f32 slices, in the (even, odd) order of
+  /// bf16Pairs when it applies.
+  SmallVector<Value> loadSlices(Value pool, Value pb, Value kvh, Value r, int64_t col,
+                                int64_t width);
+  /// Per-head partial dot products of row |r| with q: one FMA chain per head over w-wide
+  /// slices, each K slice loaded and widened once for all heads in [g0, g1).
+  SmallVector<Value> rowPartials(Value pb, Value kvh, Value r, ArrayRef<Value> qv, int64_t g0,
+                                 int64_t g1);
+  /// Logits of every row of the block into |scores|. Rows outside the token range are computed
+  /// too (they are in the block, so in bounds) and masked by position afterwards: their values
+  /// never reach the softmax, and the row groups stay static and fully unrolled.
+  void logitsByTree(Value pb, Value kvh, ArrayRef<Value> qv, Value pbNext);
+  /// Logits of rows [r0, r1) one row at a time (dot widths that are not a power of two).
+  void logitsByRow(Value pb, Value kvh, Value r0, Value r1, ArrayRef<Value> qv);
+  /// acc[g, tile] = acc[g, tile] * alpha[g] + sum over rows [lb, ub) of p[g, r] * V[r, tile], for
+  /// each column tile, |unroll| rows per loop iteration. Tiling the columns keeps one tile's
+  /// accumulators of all heads in registers; each tile reads its own part of the V rows, so V
+  /// still comes from memory (L1 after the first tile) once.
+  void accumulateV(Value pb, Value kvh, Value lb, Value ub, int64_t unroll, ArrayRef<Value> alpha);
+  /// One block: returns the new (max..., sum...) of the |gs| heads.
+  SmallVector<Value> block(Value s, Value kvh, Value blk, Value t0, Value t1, ArrayRef<Value> qv,
+                           ValueRange state, Value pbNext);
+};
+
 /// Emits the kernel function for |config| named |name| at the end of |module|. The signature is
 /// (q, k, v, block_table, lens, begin, end, o, m, l) with the memref types of kernelArgTypes.
 func::FuncOp buildDenseKernel(ModuleOp module, StringRef name, const KernelConfig &config,

@@ -25,7 +25,9 @@ int64_t KernelConfig::subGroup() const {
 int64_t KernelConfig::dotWidth() const { return headDim % 16 == 0 ? 16 : headDim; }
 
 int64_t KernelConfig::accTileWidth() const {
-  // At most 128 live f32 accumulator lanes: 8 zmm on AVX-512, 16 ymm on AVX2.
+  // At most 128 live f32 accumulator lanes: 8 zmm on AVX-512, 16 ymm on AVX2. 256 lanes (16 zmm,
+  // fewer passes over each V row) measured 5-15% slower for groups 2-8: the unrolled rows' V
+  // slices and broadcasts then no longer fit next to the accumulators.
   int64_t gs = subGroup();
   for (int64_t tw = headDim; tw >= 16; --tw)
     if (headDim % tw == 0 && tw % 16 == 0 && gs * tw <= 128)
@@ -67,183 +69,6 @@ std::pair<Value, Value> cpu::clampedRange(Emitter &e, const KernelConfig &config
   return {lo, hi};
 }
 
-namespace {
-
-constexpr int64_t kPrefetchDistance = 2;
-
-/// Sums of each of |parts| (equal-width vectors). For a power-of-two count of power-of-two-wide
-/// vectors, halves are added pairwise across heads (x's and y's halves shuffled into one vector)
-/// until each lane holds one head's sum: about half the shuffles and adds of one reduction tree
-/// per head, which dominate the q.k loop otherwise.
-SmallVector<Value> reduceHeads(Emitter &e, ArrayRef<Value> parts) {
-  int64_t n = parts.size();
-  int64_t w = cast<VectorType>(parts[0].getType()).getNumElements();
-  if (n < 2 || !llvm::isPowerOf2_64(n) || !llvm::isPowerOf2_64(w) || n > w) {
-    SmallVector<Value> sums;
-    for (Value p : parts)
-      sums.push_back(e.reduce(vector::CombiningKind::ADD, p));
-    return sums;
-  }
-  ImplicitLocOpBuilder &b = e.b;
-  // Every vector holds |heads| heads of |partials| lanes each, head-major.
-  SmallVector<Value> vecs(parts);
-  int64_t heads = 1, partials = w;
-  auto halves = [&](Value x, Value y, int64_t xOffset) {
-    int64_t half = partials / 2;
-    SmallVector<int64_t> lo, hi;
-    for (int64_t side = 0; side < 2; ++side)
-      for (int64_t h = 0; h < heads; ++h)
-        for (int64_t i = 0; i < half; ++i) {
-          int64_t base = (side ? xOffset : 0) + h * partials + i;
-          lo.push_back(base);
-          hi.push_back(base + half);
-        }
-    return e.addf(vector::ShuffleOp::create(b, x, y, lo), vector::ShuffleOp::create(b, x, y, hi));
-  };
-  while (vecs.size() > 1) {
-    SmallVector<Value> next;
-    for (size_t i = 0; i < vecs.size(); i += 2)
-      next.push_back(halves(vecs[i], vecs[i + 1], heads * partials));
-    vecs = next;
-    heads *= 2;
-    partials /= 2;
-  }
-  // One vector of n heads: fold its own halves until one lane per head remains.
-  Value v = vecs[0];
-  while (partials > 1) {
-    SmallVector<int64_t> lo, hi;
-    for (int64_t h = 0; h < heads; ++h)
-      for (int64_t i = 0; i < partials / 2; ++i) {
-        lo.push_back(h * partials + i);
-        hi.push_back(h * partials + i + partials / 2);
-      }
-    v = e.addf(vector::ShuffleOp::create(b, v, v, lo), vector::ShuffleOp::create(b, v, v, hi));
-    partials /= 2;
-  }
-  SmallVector<Value> sums;
-  for (int64_t h = 0; h < n; ++h)
-    sums.push_back(vector::ExtractOp::create(b, v, h));
-  return sums;
-}
-
-/// Emits the scaled, soft-capped logits of one block's valid rows and updates the running
-/// softmax state; returns the new (acc..., max..., sum...) of the |gs| heads.
-struct ChunkBody {
-  Emitter &e;
-  const KernelConfig &c;
-  Value k, v, table;
-  Value scores; // memref<gs x block_size x f32> on the stack of the parallel iteration
-
-  /// Asks for block |blk|'s rows of this kv-head in K and V. Each block is a separate 4 KiB-ish
-  /// piece of the pool (pages apart), which hardware prefetchers do not follow across.
-  void prefetchBlock(Value s, Value kvh, Value blk) {
-    ImplicitLocOpBuilder &b = e.b;
-    Value pb = e.loadIndex(table, {s, blk});
-    int64_t eltBytes = c.kvType.getIntOrFloatBitWidth() / 8;
-    int64_t perLine = std::max<int64_t>(1, 64 / eltBytes);
-    e.loop(e.idx(0), e.idx(c.blockSize), e.idx(1), {}, [&](Value r, ValueRange) {
-      for (Value pool : {k, v})
-        for (int64_t col = 0; col < c.headDim; col += perLine)
-          memref::PrefetchOp::create(b, pool, ValueRange{pb, kvh, r, e.idx(col)},
-                                     /*isWrite=*/false, /*localityHint=*/3, /*isDataCache=*/true);
-      return SmallVector<Value>{};
-    });
-  }
-
-  SmallVector<Value> block(Value s, Value kvh, Value blk, Value t0, Value t1, ArrayRef<Value> qv,
-                           ValueRange state) {
-    int64_t gs = c.subGroup(), bs = c.blockSize, d = c.headDim;
-    ImplicitLocOpBuilder &b = e.b;
-    Value pb = e.loadIndex(table, {s, blk});
-    Value rowBase = e.muli(blk, e.idx(bs));
-    Value r0 = e.maxi(e.subi(t0, rowBase), e.idx(0));
-    Value r1 = e.mini(e.subi(t1, rowBase), e.idx(bs));
-
-    // Logits go through a small stack buffer: inserting scalars into a vector register at a
-    // dynamic lane would cost a store-forwarding stall per row. Lanes outside [r0, r1) hold stale
-    // values and are masked below.
-    int64_t nw = d / c.dotWidth(), w = c.dotWidth();
-    e.loop(r0, r1, e.idx(1), {}, [&](Value r, ValueRange) {
-      // One FMA chain per head over w-wide slices, then a single w-lane reduction: fewer
-      // uops than a full-width multiply followed by a reduction tree.
-      SmallVector<Value> part(gs);
-      for (int64_t j = 0; j < nw; ++j) {
-        Value kj = e.loadRowF32(k, {pb, kvh, r, e.idx(j * w)}, w);
-        for (int64_t g = 0; g < gs; ++g)
-          part[g] = j == 0 ? e.mulf(qv[g * nw + j], kj)
-                           : Value(vector::FMAOp::create(b, qv[g * nw + j], kj, part[g]));
-      }
-      SmallVector<Value> dots = reduceHeads(e, part);
-      for (int64_t g = 0; g < gs; ++g)
-        memref::StoreOp::create(b, dots[g], scores, ValueRange{e.idx(g), r});
-      return SmallVector<Value>{};
-    });
-
-    // Garbage rows may hold NaN/Inf: mask by position, never by value.
-    SmallVector<int32_t> positions(bs);
-    for (int64_t i = 0; i < bs; ++i)
-      positions[i] = static_cast<int32_t>(i);
-    auto posType = VectorType::get({bs}, b.getI32Type());
-    Value iota = arith::ConstantOp::create(b, DenseElementsAttr::get(posType, ArrayRef(positions)));
-    auto toI32 = [&](Value x) {
-      return e.splat(arith::IndexCastOp::create(b, b.getI32Type(), x), bs);
-    };
-    Value mask = arith::AndIOp::create(b, e.cmpi(arith::CmpIPredicate::sge, iota, toI32(r0)),
-                                       e.cmpi(arith::CmpIPredicate::slt, iota, toI32(r1)));
-    Value zeros = e.splat(e.cf(0.0f), bs);
-    Value negInfs = e.splat(e.negInf(), bs);
-    auto rowType = VectorType::get({bs}, e.f32());
-
-    // acc holds gs x nt column tiles of tw lanes each (head-major).
-    int64_t tw = c.accTileWidth(), nt = d / tw;
-    SmallVector<Value> acc(state.take_front(gs * nt)), mx(state.slice(gs * nt, gs)),
-        sum(state.slice(gs * nt + gs, gs));
-    for (int64_t g = 0; g < gs; ++g) {
-      Value lg = vector::LoadOp::create(b, rowType, scores, ValueRange{e.idx(g), e.idx(0)});
-      if (c.softcap > 0) {
-        Value cap = e.splat(e.cf(c.softcap), bs);
-        lg = e.mulf(cap, math::TanhOp::create(b, e.divf(lg, cap)));
-      }
-      lg = e.select(mask, lg, negInfs);
-      Value mNew = e.maxf(mx[g], e.reduce(vector::CombiningKind::MAXIMUMF, lg));
-      // The first block rescales nothing; exp(-inf - m) must not depend on the approximation.
-      Value wasEmpty = e.cmpf(arith::CmpFPredicate::OEQ, mx[g], e.negInf());
-      Value alpha = e.select(wasEmpty, e.cf(0.0f), e.exp(e.subf(mx[g], mNew)));
-      Value p = e.select(mask, e.exp(e.subf(lg, e.splat(mNew, bs))), zeros);
-      vector::StoreOp::create(b, p, scores, ValueRange{e.idx(g), e.idx(0)});
-      sum[g] = e.addf(e.mulf(sum[g], alpha), e.reduce(vector::CombiningKind::ADD, p));
-      for (int64_t t = 0; t < nt; ++t)
-        acc[g * nt + t] = e.mulf(acc[g * nt + t], e.splat(alpha, tw));
-      mx[g] = mNew;
-    }
-
-    // One row loop per column tile keeps the live accumulators within the register file; each
-    // tile reads its own part of every V row, so V still comes from memory once.
-    for (int64_t t = 0; t < nt; ++t) {
-      SmallVector<Value> tile;
-      for (int64_t g = 0; g < gs; ++g)
-        tile.push_back(acc[g * nt + t]);
-      tile = e.loop(r0, r1, e.idx(1), tile, [&](Value r, ValueRange a) {
-        Value vrow = e.loadRowF32(v, {pb, kvh, r, e.idx(t * tw)}, tw);
-        SmallVector<Value> next;
-        for (int64_t g = 0; g < gs; ++g) {
-          Value pg = memref::LoadOp::create(b, scores, ValueRange{e.idx(g), r});
-          next.push_back(vector::FMAOp::create(b, e.splat(pg, tw), vrow, a[g]));
-        }
-        return next;
-      });
-      for (int64_t g = 0; g < gs; ++g)
-        acc[g * nt + t] = tile[g];
-    }
-    SmallVector<Value> result(acc);
-    result.append(mx);
-    result.append(sum);
-    return result;
-  }
-};
-
-} // namespace
-
 func::FuncOp cpu::buildDenseKernel(ModuleOp module, StringRef name, const KernelConfig &c,
                                    Location loc) {
   MLIRContext *ctx = module.getContext();
@@ -283,7 +108,7 @@ func::FuncOp cpu::buildDenseKernel(ModuleOp module, StringRef name, const Kernel
   Value sl = memref::AllocOp::create(b, statType, ValueRange{rows});
   auto rowVec = VectorType::get({d}, e.f32());
 
-  ChunkBody body{e, c, k, v, table, Value()};
+  DenseBlock body{e, c, k, v, table, Value(), Value()};
   e.parallel({batch, units, numChunks}, [&](ValueRange ivs) {
     // scf-to-openmp scopes each iteration's stack allocations (alloca_scope).
     body.scores = memref::AllocaOp::create(b, MemRefType::get({gs, bs}, e.f32()));
@@ -301,14 +126,39 @@ func::FuncOp cpu::buildDenseKernel(ModuleOp module, StringRef name, const Kernel
     Value t1 = e.maxi(e.mini(hi, e.addi(base, e.idx(chunk))), t0);
     SmallVector<Value> qv, state;
     int64_t w = c.dotWidth(), tw = c.accTileWidth();
+    body.acc = memref::AllocaOp::create(b, MemRefType::get({gs, d}, e.f32()));
     for (int64_t g = 0; g < gs; ++g)
+      for (int64_t col = 0; col < d; col += tw)
+        vector::StoreOp::create(b, e.splat(e.cf(0.0f), tw), body.acc,
+                                ValueRange{e.idx(g), e.idx(col)});
+    Value scaleW = e.splat(e.cf(c.scale), w);
+    for (int64_t g = 0; g < gs; ++g) {
+      if (bf16Pairs(c)) {
+        // q in the (even, odd) order of the K slices.
+        SmallVector<int64_t> evens, odds;
+        for (int64_t i = 0; i < 16; ++i) {
+          evens.push_back(2 * i);
+          odds.push_back(2 * i + 1);
+        }
+        for (int64_t j = 0; j < d; j += 32) {
+          Value q32 = vector::LoadOp::create(b, VectorType::get({32}, e.f32()), q,
+                                             ValueRange{s, e.addi(h0, e.idx(g)), e.idx(j)});
+          qv.push_back(e.mulf(vector::ShuffleOp::create(b, q32, q32, evens), scaleW));
+          qv.push_back(e.mulf(vector::ShuffleOp::create(b, q32, q32, odds), scaleW));
+        }
+        continue;
+      }
       for (int64_t j = 0; j < d / w; ++j)
         qv.push_back(e.mulf(vector::LoadOp::create(b, VectorType::get({w}, e.f32()), q,
                                                    {s, e.addi(h0, e.idx(g)), e.idx(j * w)}),
-                            e.splat(e.cf(c.scale), w)));
-    state.append(gs * (d / tw), e.splat(e.cf(0.0f), tw));
-    state.append(gs, e.negInf());
-    state.append(gs, e.cf(0.0f));
+                            scaleW));
+    }
+    if (vectorStats(c)) {
+      state = {e.splat(e.negInf(), gs), e.splat(e.cf(0.0f), gs)};
+    } else {
+      state.append(gs, e.negInf());
+      state.append(gs, e.cf(0.0f));
+    }
     Value blkLo = e.divi(t0, e.idx(bs));
     Value blkHi = e.select(e.cmpi(arith::CmpIPredicate::slt, t0, t1), e.ceilDiv(t1, bs), blkLo);
     // The first blocks of a chunk have no earlier block to prefetch them.
@@ -322,9 +172,18 @@ func::FuncOp cpu::buildDenseKernel(ModuleOp module, StringRef name, const Kernel
                           scf::YieldOp::create(b);
                         });
     }
+    // With the tree path, the prefetch of block blk + distance is spread over the rows of
+    // block blk (one row of K and V per row computed), clamped to the chunk's last block: a
+    // burst of a whole block's prefetches fills the line-fill buffers and stalls the math
+    // behind it (measured: +20-35% at 16K-64K tokens over the burst).
+    bool spread = treeRows(c) != 0;
     state = e.loop(blkLo, blkHi, e.idx(1), state, [&](Value blk, ValueRange st) {
       // Prefetch two blocks ahead: a block's math takes about one memory round trip.
       Value next = e.addi(blk, e.idx(kPrefetchDistance));
+      if (spread) {
+        Value pbNext = e.loadIndex(table, {s, e.mini(next, e.subi(blkHi, e.idx(1)))});
+        return body.block(s, kvh, blk, t0, t1, qv, st, pbNext);
+      }
       scf::IfOp::create(b, e.cmpi(arith::CmpIPredicate::slt, next, blkHi),
                         [&](OpBuilder &nb, Location) {
                           OpBuilder::InsertionGuard guard(b);
@@ -332,16 +191,44 @@ func::FuncOp cpu::buildDenseKernel(ModuleOp module, StringRef name, const Kernel
                           body.prefetchBlock(s, kvh, next);
                           scf::YieldOp::create(b);
                         });
-      return body.block(s, kvh, blk, t0, t1, qv, st);
+      return body.block(s, kvh, blk, t0, t1, qv, st, Value());
     });
     Value row0 = e.muli(e.addi(e.muli(e.addi(e.muli(s, units), u), numChunks), ci), e.idx(gs));
-    int64_t nt = d / tw;
+    if (vectorStats(c)) {
+      SmallVector<Value> mx, sum;
+      for (int64_t g = 0; g < gs; ++g) {
+        mx.push_back(vector::ExtractOp::create(b, state[0], g));
+        sum.push_back(vector::ExtractOp::create(b, state[1], g));
+      }
+      state = mx;
+      state.append(sum);
+    }
     for (int64_t g = 0; g < gs; ++g) {
       Value row = e.addi(row0, e.idx(g));
-      for (int64_t t = 0; t < nt; ++t)
-        vector::StoreOp::create(b, state[g * nt + t], so, ValueRange{row, e.idx(t * tw)});
-      memref::StoreOp::create(b, state[gs * nt + g], sm, ValueRange{row});
-      memref::StoreOp::create(b, state[gs * nt + gs + g], sl, ValueRange{row});
+      if (bf16Pairs(c)) {
+        // Back from the (even, odd) order to the natural one.
+        SmallVector<int64_t> zip;
+        for (int64_t i = 0; i < 16; ++i) {
+          zip.push_back(i);
+          zip.push_back(16 + i);
+        }
+        auto half = VectorType::get({16}, e.f32());
+        for (int64_t col = 0; col < d; col += 32) {
+          Value even = vector::LoadOp::create(b, half, body.acc, ValueRange{e.idx(g), e.idx(col)});
+          Value odd =
+              vector::LoadOp::create(b, half, body.acc, ValueRange{e.idx(g), e.idx(col + 16)});
+          vector::StoreOp::create(b, vector::ShuffleOp::create(b, even, odd, zip), so,
+                                  ValueRange{row, e.idx(col)});
+        }
+      } else {
+        for (int64_t col = 0; col < d; col += tw) {
+          Value part = vector::LoadOp::create(b, VectorType::get({tw}, e.f32()), body.acc,
+                                              ValueRange{e.idx(g), e.idx(col)});
+          vector::StoreOp::create(b, part, so, ValueRange{row, e.idx(col)});
+        }
+      }
+      memref::StoreOp::create(b, state[g], sm, ValueRange{row});
+      memref::StoreOp::create(b, state[gs + g], sl, ValueRange{row});
     }
   });
 

@@ -1,0 +1,352 @@
+//===- DenseBlock.cpp - one KV block of the dense CPU attention kernel -----===//
+//
+// The code the dense kernel (DenseKernel.cpp) emits for one KV block of one (sequence, kv-head
+// unit, chunk) iteration: q.k logits of the sub-group's heads, the online-softmax update and the
+// V accumulation, plus the software prefetch of later blocks.
+//
+//===----------------------------------------------------------------------===//
+#include "CPUCodegen.h"
+
+using namespace mlir;
+using namespace mlir::hybridgen;
+using namespace mlir::hybridgen::cpu;
+
+namespace {
+
+/// Sums a stream of equal-width vectors into one vector holding one sum per input, with a
+/// transpose-add tree: two vectors of |heads| sums-in-progress (|partials| lanes each) are
+/// shuffled into their low and high halves and added, so every level halves the partials and
+/// doubles the sums per vector. n inputs of w lanes cost n-1 shuffle pairs + adds plus the final
+/// folds, instead of log2(w) shuffles and adds per input for separate reductions; and the result
+/// is a vector that is stored with one instruction. Inputs are combined as they arrive (like a
+/// binary counter), so at most log2(n)+1 vectors are live per stream. Needs a power-of-two count
+/// <= w of power-of-two-wide vectors.
+struct SumTree {
+  Emitter *e;
+  int64_t width;
+  bool max = false; // maximumf instead of addf (the softmax's block maxima)
+  SmallVector<std::pair<Value, int64_t>> stack; // (vector, sums it holds)
+
+  Value op(Value x, Value y) { return max ? e->maxf(x, y) : e->addf(x, y); }
+
+  Value combine(Value x, Value y, int64_t heads) {
+    int64_t partials = width / heads, half = partials / 2;
+    SmallVector<int64_t> lo, hi;
+    for (int64_t side = 0; side < 2; ++side)
+      for (int64_t h = 0; h < heads; ++h)
+        for (int64_t i = 0; i < half; ++i) {
+          int64_t base = side * width + h * partials + i;
+          lo.push_back(base);
+          hi.push_back(base + half);
+        }
+    return op(vector::ShuffleOp::create(e->b, x, y, lo), vector::ShuffleOp::create(e->b, x, y, hi));
+  }
+  void push(Value v) {
+    int64_t heads = 1;
+    while (!stack.empty() && stack.back().second == heads) {
+      v = combine(stack.pop_back_val().first, v, heads);
+      heads *= 2;
+    }
+    stack.push_back({v, heads});
+  }
+  /// vector<n> of the n pushed vectors' sums, in push order.
+  Value finish() {
+    assert(stack.size() == 1 && "push a power-of-two count of vectors");
+    auto [v, heads] = stack.pop_back_val();
+    for (int64_t partials = width / heads; partials > 1; partials /= 2) {
+      SmallVector<int64_t> lo, hi;
+      for (int64_t h = 0; h < heads; ++h)
+        for (int64_t i = 0; i < partials / 2; ++i) {
+          lo.push_back(h * partials + i);
+          hi.push_back(h * partials + i + partials / 2);
+        }
+      v = op(vector::ShuffleOp::create(e->b, v, v, lo), vector::ShuffleOp::create(e->b, v, v, hi));
+    }
+    return v;
+  }
+};
+
+} // namespace
+
+/// Rows of a block whose logits one sum tree produces: the largest power of two <= the dot width
+/// dividing the block size; 0 when the dot width is not a power of two (odd head dims), where the
+/// row-by-row path is used.
+int64_t cpu::treeRows(const KernelConfig &c) {
+  int64_t w = c.dotWidth();
+  if (!llvm::isPowerOf2_64(w))
+    return 0;
+  int64_t r = w;
+  while (c.blockSize % r != 0)
+    r /= 2;
+  return r;
+}
+
+/// Whether bf16 rows are widened 32 elements at a time as (even, odd) halves: one 64-byte load
+/// viewed as 16 x i32, a shift gives the even elements as f32 and a mask the odd ones (2 ops per
+/// 32 elements instead of a widening shuffle plus a shift per 16). The element order is then
+/// permuted: q is permuted alike (a dot product does not care), and the V accumulators keep the
+/// permuted order until they are written out.
+bool cpu::bf16Pairs(const KernelConfig &c) {
+  return c.kvType.isBF16() && c.headDim % 32 == 0 && c.accTileWidth() % 32 == 0;
+}
+
+/// Whether the softmax statistics of the |gs| heads are carried as two vector<gs> (max, sum):
+/// needs a power-of-two group no wider than a power-of-two block for the max/sum trees.
+bool cpu::vectorStats(const KernelConfig &c) {
+  int64_t gs = c.subGroup(), bs = c.blockSize;
+  return gs > 1 && llvm::isPowerOf2_64(gs) && llvm::isPowerOf2_64(bs) && gs <= bs;
+}
+
+/// Asks for block |blk|'s rows of this kv-head in K and V. Each block is a separate 4 KiB-ish
+/// piece of the pool (pages apart), which hardware prefetchers do not follow across.
+void DenseBlock::prefetchBlock(Value s, Value kvh, Value blk) {
+  Value pb = e.loadIndex(table, {s, blk});
+  e.loop(e.idx(0), e.idx(c.blockSize), e.idx(1), {}, [&](Value r, ValueRange) {
+    prefetchRow(pb, kvh, r);
+    return SmallVector<Value>{};
+  });
+}
+
+/// The cache lines of row |r| of pool block |pb| in K and V.
+void DenseBlock::prefetchRow(Value pb, Value kvh, Value r) {
+  int64_t eltBytes = c.kvType.getIntOrFloatBitWidth() / 8;
+  int64_t perLine = std::max<int64_t>(1, 64 / eltBytes);
+  for (Value pool : {k, v})
+    for (int64_t col = 0; col < c.headDim; col += perLine)
+      memref::PrefetchOp::create(e.b, pool, ValueRange{pb, kvh, r, e.idx(col)},
+                                 /*isWrite=*/false, /*localityHint=*/3,
+                                 /*isDataCache=*/true);
+}
+
+/// Columns [col, col + width) of row |r| as dot-width f32 slices, in the (even, odd) order of
+/// bf16Pairs when it applies.
+SmallVector<Value> DenseBlock::loadSlices(Value pool, Value pb, Value kvh, Value r, int64_t col,
+                                          int64_t width) {
+  ImplicitLocOpBuilder &b = e.b;
+  int64_t w = c.dotWidth();
+  SmallVector<Value> slices;
+  if (!bf16Pairs(c)) {
+    for (int64_t j = 0; j < width; j += w)
+      slices.push_back(e.loadRowF32(pool, {pb, kvh, r, e.idx(col + j)}, w));
+    return slices;
+  }
+  auto i32s = VectorType::get({16}, b.getI32Type()), f32s = VectorType::get({16}, e.f32());
+  auto splatI32 = [&](int32_t x) {
+    return arith::ConstantOp::create(b, DenseElementsAttr::get(i32s, b.getI32IntegerAttr(x)));
+  };
+  for (int64_t j = 0; j < width; j += 32) {
+    Value raw = vector::LoadOp::create(b, VectorType::get({32}, c.kvType), pool,
+                                       ValueRange{pb, kvh, r, e.idx(col + j)});
+    Value pairs = vector::BitCastOp::create(b, i32s, raw);
+    Value even = arith::ShLIOp::create(b, pairs, splatI32(16));
+    Value odd = arith::AndIOp::create(b, pairs, splatI32(int32_t(0xFFFF0000u)));
+    slices.push_back(arith::BitcastOp::create(b, f32s, even));
+    slices.push_back(arith::BitcastOp::create(b, f32s, odd));
+  }
+  return slices;
+}
+
+/// Per-head partial dot products of row |r| with q: one FMA chain per head over w-wide
+/// slices, each K slice loaded and widened once for all heads in [g0, g1).
+SmallVector<Value> DenseBlock::rowPartials(Value pb, Value kvh, Value r, ArrayRef<Value> qv,
+                                           int64_t g0, int64_t g1) {
+  int64_t nw = c.headDim / c.dotWidth();
+  SmallVector<Value> part(g1 - g0);
+  SmallVector<Value> ks = loadSlices(k, pb, kvh, r, 0, c.headDim);
+  for (int64_t j = 0; j < nw; ++j) {
+    Value kj = ks[j];
+    for (int64_t g = g0; g < g1; ++g)
+      part[g - g0] = j == 0 ? e.mulf(qv[g * nw + j], kj)
+                            : Value(vector::FMAOp::create(e.b, qv[g * nw + j], kj, part[g - g0]));
+  }
+  return part;
+}
+
+/// Logits of every row of the block into |scores|. Rows outside the token range are computed
+/// too (they are in the block, so in bounds) and masked by position afterwards: their values
+/// never reach the softmax, and the row groups stay static and fully unrolled.
+void DenseBlock::logitsByTree(Value pb, Value kvh, ArrayRef<Value> qv, Value pbNext) {
+  int64_t gs = c.subGroup(), bs = c.blockSize, rows = treeRows(c);
+  // Heads per pass over the group's rows: each head keeps up to log2(rows)+1 tree vectors
+  // live, so 4 heads plus the K slice stay within the 32 zmm of AVX-512.
+  int64_t hb = std::min<int64_t>(gs, 4);
+  e.loop(e.idx(0), e.idx(bs), e.idx(rows), {}, [&](Value r0, ValueRange) {
+    for (int64_t g0 = 0; g0 < gs; g0 += hb) {
+      int64_t g1 = std::min(gs, g0 + hb);
+      SmallVector<SumTree> trees(g1 - g0, SumTree{&e, c.dotWidth(), false, {}});
+      for (int64_t i = 0; i < rows; ++i) {
+        Value r = e.addi(r0, e.idx(i));
+        if (g0 == 0 && pbNext)
+          prefetchRow(pbNext, kvh, r);
+        SmallVector<Value> part = rowPartials(pb, kvh, r, qv, g0, g1);
+        for (int64_t g = g0; g < g1; ++g)
+          trees[g - g0].push(part[g - g0]);
+      }
+      for (int64_t g = g0; g < g1; ++g)
+        vector::StoreOp::create(e.b, trees[g - g0].finish(), scores, ValueRange{e.idx(g), r0});
+    }
+    return SmallVector<Value>{};
+  });
+}
+
+/// Logits of rows [r0, r1) one row at a time (dot widths that are not a power of two).
+void DenseBlock::logitsByRow(Value pb, Value kvh, Value r0, Value r1, ArrayRef<Value> qv) {
+  int64_t gs = c.subGroup();
+  e.loop(r0, r1, e.idx(1), {}, [&](Value r, ValueRange) {
+    SmallVector<Value> part = rowPartials(pb, kvh, r, qv, 0, gs);
+    for (int64_t g = 0; g < gs; ++g)
+      memref::StoreOp::create(e.b, e.reduce(vector::CombiningKind::ADD, part[g]), scores,
+                              ValueRange{e.idx(g), r});
+    return SmallVector<Value>{};
+  });
+}
+
+/// acc[g, tile] = acc[g, tile] * alpha[g] + sum over rows [lb, ub) of p[g, r] * V[r, tile], for
+/// each column tile, |unroll| rows per loop iteration. Tiling the columns keeps one tile's
+/// accumulators of all heads in registers; each tile reads its own part of the V rows, so V
+/// still comes from memory (L1 after the first tile) once.
+void DenseBlock::accumulateV(Value pb, Value kvh, Value lb, Value ub, int64_t unroll,
+                             ArrayRef<Value> alpha) {
+  int64_t gs = c.subGroup(), tw = c.accTileWidth(), nt = c.headDim / tw, w = c.dotWidth();
+  int64_t np = tw / w; // dot-width pieces per tile and head
+  auto pieceType = VectorType::get({w}, e.f32());
+  for (int64_t t = 0; t < nt; ++t) {
+    int64_t col = t * tw;
+    SmallVector<Value> tile; // head-major, np pieces per head
+    for (int64_t g = 0; g < gs; ++g) {
+      Value a = e.splat(alpha[g], w);
+      for (int64_t i = 0; i < np; ++i)
+        tile.push_back(e.mulf(
+            vector::LoadOp::create(e.b, pieceType, acc, ValueRange{e.idx(g), e.idx(col + i * w)}),
+            a));
+    }
+    tile = e.loop(lb, ub, e.idx(unroll), tile, [&](Value r0, ValueRange a) {
+      SmallVector<Value> next(a);
+      for (int64_t u = 0; u < unroll; ++u) {
+        Value r = e.addi(r0, e.idx(u));
+        SmallVector<Value> vs = loadSlices(v, pb, kvh, r, col, tw);
+        for (int64_t g = 0; g < gs; ++g) {
+          // A scalar load splat from memory becomes one broadcast load.
+          Value pg = e.splat(memref::LoadOp::create(e.b, scores, ValueRange{e.idx(g), r}), w);
+          for (int64_t i = 0; i < np; ++i)
+            next[g * np + i] = vector::FMAOp::create(e.b, pg, vs[i], next[g * np + i]);
+        }
+      }
+      return next;
+    });
+    for (int64_t g = 0; g < gs; ++g)
+      for (int64_t i = 0; i < np; ++i)
+        vector::StoreOp::create(e.b, tile[g * np + i], acc,
+                                ValueRange{e.idx(g), e.idx(col + i * w)});
+  }
+}
+
+/// One block: returns the new (max..., sum...) of the |gs| heads.
+SmallVector<Value> DenseBlock::block(Value s, Value kvh, Value blk, Value t0, Value t1,
+                                     ArrayRef<Value> qv, ValueRange state, Value pbNext) {
+  int64_t gs = c.subGroup(), bs = c.blockSize;
+  ImplicitLocOpBuilder &b = e.b;
+  Value pb = e.loadIndex(table, {s, blk});
+  Value rowBase = e.muli(blk, e.idx(bs));
+  Value r0 = e.maxi(e.subi(t0, rowBase), e.idx(0));
+  Value r1 = e.mini(e.subi(t1, rowBase), e.idx(bs));
+
+  // Lanes outside [r0, r1) hold stale values (or logits of rows outside the range) and are
+  // masked below.
+  if (treeRows(c))
+    logitsByTree(pb, kvh, qv, pbNext);
+  else
+    logitsByRow(pb, kvh, r0, r1, qv);
+
+  // Garbage rows may hold NaN/Inf: mask by position, never by value.
+  SmallVector<int32_t> positions(bs);
+  for (int64_t i = 0; i < bs; ++i)
+    positions[i] = static_cast<int32_t>(i);
+  auto posType = VectorType::get({bs}, b.getI32Type());
+  Value iota = arith::ConstantOp::create(b, DenseElementsAttr::get(posType, ArrayRef(positions)));
+  auto toI32 = [&](Value x) {
+    return e.splat(arith::IndexCastOp::create(b, b.getI32Type(), x), bs);
+  };
+  Value mask = arith::AndIOp::create(b, e.cmpi(arith::CmpIPredicate::sge, iota, toI32(r0)),
+                                     e.cmpi(arith::CmpIPredicate::slt, iota, toI32(r1)));
+  Value zeros = e.splat(e.cf(0.0f), bs);
+  Value negInfs = e.splat(e.negInf(), bs);
+  auto rowType = VectorType::get({bs}, e.f32());
+
+  SmallVector<Value> lgs, alpha(gs), result;
+  for (int64_t g = 0; g < gs; ++g) {
+    Value lg = vector::LoadOp::create(b, rowType, scores, ValueRange{e.idx(g), e.idx(0)});
+    if (c.softcap > 0) {
+      Value cap = e.splat(e.cf(c.softcap), bs);
+      lg = e.mulf(cap, math::TanhOp::create(b, e.divf(lg, cap)));
+    }
+    lgs.push_back(e.select(mask, lg, negInfs));
+  }
+  auto probabilities = [&](int64_t g, Value mNew) {
+    Value p = e.select(mask, e.exp(e.subf(lgs[g], e.splat(mNew, bs))), zeros);
+    vector::StoreOp::create(b, p, scores, ValueRange{e.idx(g), e.idx(0)});
+    return p;
+  };
+  if (vectorStats(c)) {
+    // All heads' statistics at once: block maxima and probability sums by max/sum trees
+    // (a vector<gs> each), one exp for all rescale factors. The per-head scalar version below
+    // spent about a quarter of the kernel's time in NaN-aware scalar max chains and exps.
+    Value mx = state[0], sum = state[1];
+    SumTree maxTree{&e, bs, true, {}};
+    for (Value lg : lgs)
+      maxTree.push(lg);
+    Value mNew = e.maxf(mx, maxTree.finish());
+    // The first block rescales nothing; exp(-inf - m) must not depend on the approximation.
+    Value wasEmpty = e.cmpf(arith::CmpFPredicate::OEQ, mx, e.splat(e.negInf(), gs));
+    Value alphas = e.select(wasEmpty, e.splat(e.cf(0.0f), gs), e.exp(e.subf(mx, mNew)));
+    // The probability sums use plain reductions: a sum tree would save ~1% more, but the
+    // pipeline IR test (test/Pipelines/hg-cpu-pipeline-ir.mlir) expects the kernel to keep
+    // a vector.reduce.fadd.
+    SmallVector<Value> sums;
+    for (int64_t g = 0; g < gs; ++g) {
+      sums.push_back(e.reduce(vector::CombiningKind::ADD,
+                              probabilities(g, vector::ExtractOp::create(b, mNew, g))));
+      alpha[g] = vector::ExtractOp::create(b, alphas, g);
+    }
+    Value blockSums = vector::FromElementsOp::create(b, VectorType::get({gs}, e.f32()), sums);
+    result = {mNew, e.addf(e.mulf(sum, alphas), blockSums)};
+  } else {
+    SmallVector<Value> mx(state.take_front(gs)), sum(state.slice(gs, gs));
+    for (int64_t g = 0; g < gs; ++g) {
+      Value mNew = e.maxf(mx[g], e.reduce(vector::CombiningKind::MAXIMUMF, lgs[g]));
+      Value wasEmpty = e.cmpf(arith::CmpFPredicate::OEQ, mx[g], e.negInf());
+      alpha[g] = e.select(wasEmpty, e.cf(0.0f), e.exp(e.subf(mx[g], mNew)));
+      Value p = probabilities(g, mNew);
+      sum[g] = e.addf(e.mulf(sum[g], alpha[g]), e.reduce(vector::CombiningKind::ADD, p));
+      mx[g] = mNew;
+    }
+    result = mx;
+    result.append(sum);
+  }
+
+  // Whole blocks (all but at most two per chunk) take static, unrolled row loops; a partial
+  // block walks exactly its valid rows, so V rows outside the range are never read.
+  Value full = arith::AndIOp::create(b, e.cmpi(arith::CmpIPredicate::eq, r0, e.idx(0)),
+                                     e.cmpi(arith::CmpIPredicate::eq, r1, e.idx(bs)));
+  int64_t unroll = 1;
+  for (int64_t u = 8; u > 1; --u)
+    if (bs % u == 0) {
+      unroll = u;
+      break;
+    }
+  scf::IfOp::create(
+      b, full,
+      [&](OpBuilder &nb, Location) {
+        OpBuilder::InsertionGuard guard(b);
+        b.setInsertionPoint(nb.getInsertionBlock(), nb.getInsertionPoint());
+        accumulateV(pb, kvh, e.idx(0), e.idx(bs), unroll, alpha);
+        scf::YieldOp::create(b);
+      },
+      [&](OpBuilder &nb, Location) {
+        OpBuilder::InsertionGuard guard(b);
+        b.setInsertionPoint(nb.getInsertionBlock(), nb.getInsertionPoint());
+        accumulateV(pb, kvh, r0, r1, 1, alpha);
+        scf::YieldOp::create(b);
+      });
+  return result;
+}
