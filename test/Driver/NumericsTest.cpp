@@ -263,6 +263,8 @@ TEST(Numerics, SparseTopK) {
       std::printf("[hybridgen] sparse top_k=%lld split=%lld: rel err vs dense %.3e, vs exact "
                   "top-k %.3e\n",
                   static_cast<long long>(topK), static_cast<long long>(split), err, errTopK);
+      // Whatever k is, the kernel must compute exactly the top-k attention it promises.
+      EXPECT_LE(errTopK, 1e-5) << "top_k " << topK << " split " << split;
       if (topK >= 1500 || split == 0)
         EXPECT_LE(err, 1e-5) << "top_k " << topK << " covers every CPU token";
       else
