@@ -194,7 +194,12 @@ class Scheduler:
 
     def __init__(self, policy: str = "feedback", *, cache: Optional[KvCache] = None,
                  static_split: int = 0, quantum: Optional[int] = None, prior: Optional[Mapping] = None,
-                 placement: Optional[Mapping] = None, **tuning):
+                 placement: Optional[Mapping] = None, gpu_capacity_tokens: int = 0,
+                 modelled_gpu: Optional[Mapping] = None, **tuning):
+        """`gpu_capacity_tokens`: the most tokens per sequence the GPU side may hold (its HBM
+        budget; 0 = unlimited): the rest always stays on the CPU side. `modelled_gpu`:
+        {"fixed_seconds": ..., "per_token_seconds": ...} replaces the GPU side's measured time by
+        that cost model (for machines without a GPU); the trace marks such rows."""
         cfg = _native.SchedulerConfig()
         if policy not in ("static", "feedback", "oracle"):
             raise _native.ArgumentError(f"policy must be 'static', 'feedback' or 'oracle', got {policy!r}")
@@ -213,8 +218,14 @@ class Scheduler:
         pc = _native.PlacementConfig()
         for key, value in dict(placement or {}).items():
             setattr(pc, key, value)
+        if gpu_capacity_tokens < 0:
+            raise _native.ArgumentError("gpu_capacity_tokens must be >= 0")
+        cfg.second_device_capacity_tokens = gpu_capacity_tokens
         self.cache = cache
         self.native = _native.SchedulerContext(cfg, cache.native if cache else None, pc)
+        if modelled_gpu is not None:
+            self.native.set_linear_device_model(1, float(modelled_gpu.get("fixed_seconds", 0.0)),
+                                                float(modelled_gpu["per_token_seconds"]))
         self._previous = []
 
     def install(self):

@@ -38,6 +38,7 @@ void bindScheduler(nb::module_ &m) {
       .def_rw("smoothing", &SchedulerConfig::smoothing)
       .def_rw("damping", &SchedulerConfig::damping)
       .def_rw("initial_fraction", &SchedulerConfig::initialFraction)
+      .def_rw("second_device_capacity_tokens", &SchedulerConfig::secondDeviceCapacityTokens)
       .def_rw("prior", &SchedulerConfig::prior);
 
   nb::class_<PlacementConfig>(m, "PlacementConfig")
@@ -66,6 +67,20 @@ void bindScheduler(nb::module_ &m) {
       .def("record_device_time", &SchedulerContext::recordDeviceTime, nb::arg("segment"),
            nb::arg("device"), nb::arg("seconds"))
       .def("record_transfer", &SchedulerContext::recordTransfer, nb::arg("segment"), nb::arg("seconds"))
+      .def(
+          "set_linear_device_model",
+          [](SchedulerContext &c, int32_t device, double fixedSeconds, double perTokenSeconds) {
+            if (device < 0 || device > 1)
+              throw Error(invalidArgument("device must be 0 (cpu) or 1 (gpu)"));
+            // A C++ closure, not a Python callable: segment ends run inside compiled code with
+            // the GIL released.
+            c.setDeviceTimeModel(device, [=](int64_t tokens) {
+              return tokens > 0 ? fixedSeconds + perTokenSeconds * double(tokens) : 0.0;
+            });
+          },
+          nb::arg("device"), nb::arg("fixed_seconds"), nb::arg("per_token_seconds"),
+          "Replaces the device's measured time by fixed + per_token * tokens (marked in the trace's "
+          "modelled_devices column).")
       .def(
           "record_segment",
           [](SchedulerContext &c, int64_t segment, double cpu, double gpu, double transfer,

@@ -97,6 +97,33 @@ def test_decode_session_steps_and_trace(rng, dtype):
     assert np.all(trace["segment_s"] > 0)
 
 
+@requires_jit
+def test_gpu_budget_and_modelled_gpu(rng):
+    # A GPU modelled 100x faster per token than this CPU would take every token, but its HBM
+    # budget holds only 32 of them: the rest must stay on the CPU side, and the rows say the GPU
+    # times are modelled.
+    cache = new_cache("f32")
+    sched = hg.Scheduler("feedback", cache=cache, gpu_capacity_tokens=32,
+                         modelled_gpu={"fixed_seconds": 5e-6, "per_token_seconds": 1e-10})
+    session = hg.DecodeSession(cache, q_heads=8, scheduler=sched)
+    seq = cache.create_sequence()
+    cache.append(seq, rng.standard_normal((100, 2, 32)), rng.standard_normal((100, 2, 32)))
+    for _ in range(5):
+        cache.append(seq, rng.standard_normal((1, 2, 32)), rng.standard_normal((1, 2, 32)))
+        q = rng.standard_normal((1, 8, 32)).astype(np.float32)
+        out = session.step([seq], q)
+        table, lens = cache.batch([seq])
+        ref = hg.reference_attention(q, cache.k(), cache.v(), table, lens)
+        np.testing.assert_allclose(out, ref, **tolerance("f32"))
+    trace = session.trace()
+    assert np.all(trace["split"] >= trace["context_tokens"] - 32)
+    assert np.all(trace["modelled_devices"] == 2)  # bit 1: the GPU side
+    gpu_tokens = trace["context_tokens"] - trace["split"]
+    np.testing.assert_allclose(trace["gpu_s"], np.where(gpu_tokens > 0, 5e-6 + 1e-10 * gpu_tokens, 0))
+    with pytest.raises(hg.ArgumentError):
+        hg.Scheduler("feedback", gpu_capacity_tokens=-1)
+
+
 def test_plot_trace(tmp_path):
     pytest.importorskip("matplotlib")
     sched = hg.Scheduler("static", static_split=32)
