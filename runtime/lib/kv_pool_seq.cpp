@@ -70,15 +70,23 @@ Result<int64_t> KvPool::appendTokens(int64_t seq, int64_t n) {
   return first;
 }
 
-Status KvPool::writeTokens(int64_t seq, int32_t layer, int64_t pos, int64_t n, const void *k, const void *v) {
+Result<const std::vector<int32_t> *> KvPool::tokenBlocks(int64_t seq, int32_t layer, int64_t pos,
+                                                         int64_t n) const {
   auto it = seqs_.find(seq);
   if (it == seqs_.end())
     return notFound("pool: no sequence " + std::to_string(seq));
   if (layer < 0 || layer >= cfg_.numLayers)
     return invalidArgument("pool: layer " + std::to_string(layer) + " out of range");
   if (pos < 0 || n < 0 || pos + n > it->second.len)
-    return invalidArgument("pool: write of [" + std::to_string(pos) + ", " + std::to_string(pos + n) +
+    return invalidArgument("pool: tokens [" + std::to_string(pos) + ", " + std::to_string(pos + n) +
                            ") outside sequence length " + std::to_string(it->second.len));
+  return &it->second.blocks;
+}
+
+Status KvPool::writeTokens(int64_t seq, int32_t layer, int64_t pos, int64_t n, const void *k, const void *v) {
+  Result<const std::vector<int32_t> *> blocks = tokenBlocks(seq, layer, pos, n);
+  if (!blocks)
+    return blocks.status();
   const KvLayout &L = cfg_.layout;
   const size_t row = L.rowBytes();
   char *kd = static_cast<char *>(kArrays_[size_t(layer)]);
@@ -86,7 +94,7 @@ Status KvPool::writeTokens(int64_t seq, int32_t layer, int64_t pos, int64_t n, c
   const char *ks = static_cast<const char *>(k), *vs = static_cast<const char *>(v);
   for (int64_t i = 0; i < n; ++i) {
     int64_t t = pos + i;
-    int32_t b = it->second.blocks[size_t(t / L.blockSize)];
+    int32_t b = (**blocks)[size_t(t / L.blockSize)];
     int32_t r = int32_t(t % L.blockSize);
     for (int32_t h = 0; h < L.kvHeads; ++h) {
       size_t src = (size_t(i) * L.kvHeads + h) * row;
@@ -98,13 +106,9 @@ Status KvPool::writeTokens(int64_t seq, int32_t layer, int64_t pos, int64_t n, c
 }
 
 Status KvPool::readTokens(int64_t seq, int32_t layer, int64_t pos, int64_t n, void *k, void *v) const {
-  auto it = seqs_.find(seq);
-  if (it == seqs_.end())
-    return notFound("pool: no sequence " + std::to_string(seq));
-  if (layer < 0 || layer >= cfg_.numLayers)
-    return invalidArgument("pool: layer " + std::to_string(layer) + " out of range");
-  if (pos < 0 || n < 0 || pos + n > it->second.len)
-    return invalidArgument("pool: read outside sequence length");
+  Result<const std::vector<int32_t> *> blocks = tokenBlocks(seq, layer, pos, n);
+  if (!blocks)
+    return blocks.status();
   const KvLayout &L = cfg_.layout;
   const size_t row = L.rowBytes();
   const char *kd = static_cast<const char *>(kArrays_[size_t(layer)]);
@@ -112,7 +116,7 @@ Status KvPool::readTokens(int64_t seq, int32_t layer, int64_t pos, int64_t n, vo
   char *ko = static_cast<char *>(k), *vo = static_cast<char *>(v);
   for (int64_t i = 0; i < n; ++i) {
     int64_t t = pos + i;
-    int32_t b = it->second.blocks[size_t(t / L.blockSize)];
+    int32_t b = (**blocks)[size_t(t / L.blockSize)];
     int32_t r = int32_t(t % L.blockSize);
     for (int32_t h = 0; h < L.kvHeads; ++h) {
       size_t dst = (size_t(i) * L.kvHeads + h) * row;

@@ -103,6 +103,9 @@ private:
   bool validBlock(int32_t b) const { return b >= 0 && int64_t(b) < totalBlocks_; }
   Status init();
   Result<int32_t> allocBlock(int32_t preferredOrderStart);
+  /// The block table of |seq| if |layer| and tokens [pos, pos+n) exist, else the error.
+  Result<const std::vector<int32_t> *> tokenBlocks(int64_t seq, int32_t layer, int64_t pos,
+                                                   int64_t n) const;
   void releaseBlock(int32_t block);
   void copyBlock(int32_t dst, int32_t src);
 
