@@ -17,6 +17,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <random>
 #include <string>
@@ -61,11 +62,13 @@ bool parseArgs(int argc, char **argv, Options &o) {
     else if (const char *v = value("--trace"))
       o.tracePath = v;
     else {
-      std::fprintf(stderr,
+      bool help = a == "--help" || a == "-h";
+      std::fprintf(help ? stdout : stderr,
                    "usage: hybridgen-run [--start=N] [--end=N] [--steps=N] [--check-every=N] "
-                   "[--gpu-tokens=N (0: unlimited)] [--trace=out.csv]\nunknown argument '%s'\n",
-                   argv[i]);
-      return false;
+                   "[--gpu-tokens=N (0: unlimited)] [--trace=out.csv]\n");
+      if (!help)
+        std::fprintf(stderr, "unknown argument '%s'\n", argv[i]);
+      std::exit(help ? 0 : 2);
     }
   }
   if (o.startTokens < 1 || o.endTokens < o.startTokens || o.steps < 1 || o.checkEvery < 1 ||
