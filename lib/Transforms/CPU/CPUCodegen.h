@@ -181,6 +181,16 @@ func::FuncOp buildSparseKernel(ModuleOp module, StringRef name, const KernelConf
 /// The kernel's argument types: leading (batch, num_blocks, max_blocks) dims dynamic.
 SmallVector<Type> kernelArgTypes(MLIRContext *ctx, const KernelConfig &config);
 
+/// The arguments of a generated kernel, named (in kernelArgTypes order).
+struct KernelArgs {
+  Value q, k, v, table, lens, begin, end, o, m, l;
+};
+
+/// Declares the private kernel |name| with the kernelArgTypes signature at |b|'s insertion point
+/// and leaves |b| at the start of its body; the dense and sparse kernels share this prologue.
+std::pair<func::FuncOp, KernelArgs> createKernelFunction(ImplicitLocOpBuilder &b, StringRef name,
+                                                         const KernelConfig &config);
+
 /// Emits, at |b|'s insertion point, the loops that merge N partials into |out| (hg.merge).
 void emitMerge(ImplicitLocOpBuilder &b, ValueRange os, ValueRange ms, ValueRange ls, Value out);
 

@@ -69,18 +69,24 @@ std::pair<Value, Value> cpu::clampedRange(Emitter &e, const KernelConfig &config
   return {lo, hi};
 }
 
-func::FuncOp cpu::buildDenseKernel(ModuleOp module, StringRef name, const KernelConfig &c,
-                                   Location loc) {
-  MLIRContext *ctx = module.getContext();
-  ImplicitLocOpBuilder b = ImplicitLocOpBuilder::atBlockEnd(loc, module.getBody());
+std::pair<func::FuncOp, KernelArgs>
+cpu::createKernelFunction(ImplicitLocOpBuilder &b, StringRef name, const KernelConfig &c) {
+  MLIRContext *ctx = b.getContext();
   auto fn =
       func::FuncOp::create(b, name, FunctionType::get(ctx, kernelArgTypes(ctx, c), TypeRange{}));
   fn.setPrivate();
   b.setInsertionPointToStart(fn.addEntryBlock());
+  auto a = fn.getArguments();
+  return {fn, KernelArgs{a[0], a[1], a[2], a[3], a[4], a[5], a[6], a[7], a[8], a[9]}};
+}
+
+func::FuncOp cpu::buildDenseKernel(ModuleOp module, StringRef name, const KernelConfig &c,
+                                   Location loc) {
+  ImplicitLocOpBuilder b = ImplicitLocOpBuilder::atBlockEnd(loc, module.getBody());
+  auto [fn, args] = createKernelFunction(b, name, c);
   Emitter e{b};
-  auto args = fn.getArguments();
-  Value q = args[0], k = args[1], v = args[2], table = args[3], lens = args[4], begin = args[5],
-        end = args[6], o = args[7], m = args[8], l = args[9];
+  Value q = args.q, k = args.k, v = args.v, table = args.table, lens = args.lens,
+        begin = args.begin, end = args.end, o = args.o, m = args.m, l = args.l;
   int64_t gs = c.subGroup(), nsub = c.group() / gs, d = c.headDim, bs = c.blockSize;
   int64_t chunk = c.chunkTokens;
 

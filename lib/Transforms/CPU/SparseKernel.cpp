@@ -60,16 +60,11 @@ Value countKeys(Emitter &e, Value keys, Value g, Value nPad, arith::CmpIPredicat
 
 func::FuncOp cpu::buildSparseKernel(ModuleOp module, StringRef name, const KernelConfig &c,
                                     Location loc) {
-  MLIRContext *ctx = module.getContext();
   ImplicitLocOpBuilder b = ImplicitLocOpBuilder::atBlockEnd(loc, module.getBody());
-  auto fn =
-      func::FuncOp::create(b, name, FunctionType::get(ctx, kernelArgTypes(ctx, c), TypeRange{}));
-  fn.setPrivate();
-  b.setInsertionPointToStart(fn.addEntryBlock());
+  auto [fn, args] = createKernelFunction(b, name, c);
   Emitter e{b};
-  auto args = fn.getArguments();
-  Value q = args[0], k = args[1], v = args[2], table = args[3], lens = args[4], begin = args[5],
-        end = args[6], o = args[7], m = args[8], l = args[9];
+  Value q = args.q, k = args.k, v = args.v, table = args.table, lens = args.lens,
+        begin = args.begin, end = args.end, o = args.o, m = args.m, l = args.l;
   int64_t gs = c.subGroup(), nsub = c.group() / gs, d = c.headDim, bs = c.blockSize;
   auto rowVec = VectorType::get({d}, e.f32());
   Type i32 = b.getI32Type(), i64 = b.getI64Type();
