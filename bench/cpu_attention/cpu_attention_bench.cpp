@@ -4,11 +4,13 @@
 //   hybridgen_cpu_attention_bench [--contexts=4096,16384,...] [--batches=1,8] [--dtypes=bf16,f32]
 //                                 [--threads=1,2] [--max-gib=4.5] [--min-seconds=0.4]
 //                                 [--aot=PATH.so] [--q-heads=32] [--block=16] [--chunk-tokens=N]
+//                                 [--reuse-blocks=N] [--no-amx]
 //
 // --aot compiles ahead of time to PATH.so (hybridgen-compile's path) and calls it through
 // AotLibrary instead of the JIT, so `perf record -e cpu-clock` + `perf annotate` see symbols.
 // --q-heads, --block and --chunk-tokens change the GQA group, the block size and the tokens per
 // parallel chunk (profiling experiments; 0: the lowering's default).
+// --no-amx compiles without the AMX-BF16 path (bf16 KV then runs the vector kernel).
 // --reuse-blocks=N points every sequence's blocks at the first N pool blocks (cache-resident KV:
 // the kernel's compute rate; GB/s then counts logical bytes).
 //
@@ -163,6 +165,8 @@ int main(int argc, char **argv) {
       reuseBlocks = std::stoll(v);
     } else if (const char *v = value("--chunk-tokens=")) {
       options.chunkTokens = std::stoll(v);
+    } else if (a == "--no-amx") {
+      options.amx = false;
     } else if (const char *v = value("--block=")) {
       kBlock = std::stoll(v);
     } else {

@@ -18,6 +18,7 @@
 #include "mlir/Target/LLVMIR/Dialect/All.h"
 
 #include "llvm/ADT/StringExtras.h"
+#include "llvm/MC/MCSubtargetInfo.h"
 #include "llvm/MC/TargetRegistry.h"
 #include "llvm/Support/SourceMgr.h"
 #include "llvm/Support/TargetSelect.h"
@@ -91,8 +92,17 @@ FunctionInfo describe(func::FuncOp fn) {
   return info;
 }
 
+/// Whether the code's target has AMX-BF16: the host for JIT, the named CPU/features for AOT.
+bool targetHasAmx(const CompileOptions &options, bool aot) {
+  std::unique_ptr<llvm::TargetMachine> tm =
+      aot ? createTargetMachine(options.targetCpu, options.targetFeatures)
+          : createTargetMachine("host", "");
+  return tm->getMCSubtargetInfo()->checkFeatures("+amx-tile,+amx-bf16");
+}
+
 void buildPipeline(OpPassManager &pm, const CompileOptions &options, bool aot) {
   mlir::hybridgen::CPUPipelineOptions opts;
+  opts.amx = options.amx && targetHasAmx(options, aot);
   opts.allDevices = options.allDevicesOnCpu;
   opts.chunkTokens = options.chunkTokens;
   opts.aot = aot;

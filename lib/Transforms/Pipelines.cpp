@@ -41,6 +41,9 @@ struct CPUPipelineCLOptions : PassPipelineOptions<CPUPipelineCLOptions> {
   Option<int64_t> chunkTokens{*this, "chunk-tokens",
                               llvm::cl::desc("Tokens per parallel chunk (0 = default)"),
                               llvm::cl::init(0)};
+  Option<bool> amx{*this, "amx",
+                   llvm::cl::desc("Also emit the AMX-BF16 path for bf16 KV (target needs AMX)"),
+                   llvm::cl::init(false)};
   Option<bool> aot{*this, "aot", llvm::cl::desc("Set target CPU and features on every llvm.func"),
                    llvm::cl::init(false)};
   Option<std::string> targetCpu{*this, "target-cpu", llvm::cl::desc("CPU for aot ('host')"),
@@ -59,6 +62,7 @@ void mlir::hybridgen::buildCPUPipeline(OpPassManager &pm, const CPUPipelineOptio
   HGLowerAttentionToCPUOptions lowerOpts;
   lowerOpts.allDevices = opts.allDevices;
   lowerOpts.chunkTokens = opts.chunkTokens;
+  lowerOpts.amx = opts.amx;
   pm.addPass(createHGLowerAttentionToCPU(lowerOpts));
   pm.addPass(createHGLowerRuntimeCalls());
   pm.addPass(createCanonicalizerPass());
@@ -78,6 +82,7 @@ void mlir::hybridgen::buildCPUPipeline(OpPassManager &pm, const CPUPipelineOptio
   // Dot products become reduction trees, not chains of dependent adds.
   ConvertVectorToLLVMPassOptions vectorOpts;
   vectorOpts.reassociateFPReductions = true;
+  vectorOpts.amx = opts.amx;
   pm.addPass(createConvertVectorToLLVMPass(vectorOpts));
   pm.addPass(createUBToLLVMConversionPass());
   pm.addPass(createConvertOpenMPToLLVMPass());
@@ -103,6 +108,7 @@ void mlir::hybridgen::registerPipelines() {
         CPUPipelineOptions opts;
         opts.allDevices = cl.allDevices;
         opts.chunkTokens = cl.chunkTokens;
+        opts.amx = cl.amx;
         opts.aot = cl.aot;
         opts.targetCpu = cl.targetCpu;
         opts.targetFeatures = cl.targetFeatures;

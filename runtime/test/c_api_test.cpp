@@ -5,7 +5,10 @@
 #include <gtest/gtest.h>
 #include <omp.h>
 
+#include <cpuid.h>
+
 #include <climits>
+#include <cstdlib>
 #include <thread>
 
 using namespace hybridgen::rt;
@@ -99,6 +102,27 @@ TEST(CApi, ConcurrentCallersAreSafe) {
   }
   uninstallContext();
   EXPECT_GT(ctx->trace().size(), 0u);
+}
+
+// hgrt_amx_available: 1 exactly where the CPU has AMX-BF16 (and the OS grants the tile state,
+// which Linux >= 5.16 does on request), 0 under HYBRIDGEN_DISABLE_AMX, stable across calls.
+TEST(CApi, AmxAvailability) {
+  unsetenv("HYBRIDGEN_DISABLE_AMX");
+  unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
+  bool cpuHasAmx = __get_cpuid_count(7, 0, &eax, &ebx, &ecx, &edx) && (edx & (1u << 22)) &&
+                   (edx & (1u << 24));
+  int32_t first = hgrt_amx_available();
+  EXPECT_EQ(first, hgrt_amx_available());
+  if (!cpuHasAmx)
+    EXPECT_EQ(first, 0);
+  std::printf("[hybridgen] cpu has AMX-BF16: %s, hgrt_amx_available() = %d\n",
+              cpuHasAmx ? "yes" : "no", first);
+  setenv("HYBRIDGEN_DISABLE_AMX", "1", 1);
+  EXPECT_EQ(hgrt_amx_available(), 0);
+  setenv("HYBRIDGEN_DISABLE_AMX", "0", 1);
+  EXPECT_EQ(hgrt_amx_available(), first);
+  unsetenv("HYBRIDGEN_DISABLE_AMX");
+  EXPECT_EQ(hgrt_amx_available(), first);
 }
 
 } // namespace

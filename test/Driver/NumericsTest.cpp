@@ -1,6 +1,7 @@
 // JIT-compiled decode attention against the float64 reference over head dims, GQA groups, KV
 // dtypes, ragged batches, lengths up to 64K+ and split points (runtime and static).
 #include "DriverTestUtil.h"
+#include "hybridgen/runtime/c_api.h"
 
 #include <gtest/gtest.h>
 
@@ -8,6 +9,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <limits>
 
 using namespace hgtest;
@@ -272,4 +274,62 @@ TEST(Numerics, SparseTopK) {
     }
   }
   clearRuntimeSplit();
+}
+
+// The AMX path (bf16 KV on CPUs with AMX; AmxKernel.cpp) and the vector path of the same compiled
+// code: HYBRIDGEN_DISABLE_AMX=1 makes hgrt_amx_available() answer 0, so the kernel falls back.
+// Both must match the reference over the same splits (including slots cut by the split point
+// and by the sequence end), group sizes 1/2/4, 1-8 tiles per row and 16-64 token blocks.
+class VectorPathOnly {
+public:
+  VectorPathOnly() { setenv("HYBRIDGEN_DISABLE_AMX", "1", 1); }
+  ~VectorPathOnly() { unsetenv("HYBRIDGEN_DISABLE_AMX"); }
+};
+
+void runBothPaths(const DenseCase &c) {
+  runDense(c);
+  VectorPathOnly vectorOnly;
+  runDense(c);
+}
+
+TEST(Numerics, Amx_D64_G1_BF16) {
+  runBothPaths({"D64 G1 bf16 bs16", shape(4, 4, 64, 16, DType::bf16), 0});
+}
+TEST(Numerics, Amx_D256_G2_BF16_bs64) {
+  runBothPaths({"D256 G2 bf16 bs64", shape(8, 4, 256, 64, DType::bf16), 0});
+}
+TEST(Numerics, Amx_WindowAndSoftcap_BF16) {
+  Shape s = shape(8, 2, 64, 16, DType::bf16);
+  s.window = 100;
+  s.softcap = 5.0f;
+  runBothPaths({"D64 G4 bf16 window=100 softcap=5", s, 0});
+}
+
+// Where the machine has AMX, the default compile really takes it: its rounding differs from the
+// vector path's (p and q are split into two bf16 parts there), so the outputs differ in the last
+// bits while both stay within the bound. Elsewhere only the vector path exists.
+TEST(Numerics, AmxPathIsTakenWhereAvailable) {
+  Shape s = shape(32, 8, 128, 16, DType::bf16);
+  std::mt19937_64 rng(testSeed() + 5);
+  Problem p = makeProblem(s, {4099, 1000}, rng);
+  std::vector<double> ref = referenceAttention(p);
+  auto jit = compile(specFor(s));
+  clearRuntimeSplit();
+  jit->call("hg_attention", p.args());
+  std::vector<float> amxOut = p.out;
+  EXPECT_LE(relativeError(amxOut, ref), tolerance(DType::bf16));
+  bool amx = hgrt_amx_available() != 0;
+  {
+    VectorPathOnly vectorOnly;
+    EXPECT_EQ(hgrt_amx_available(), 0);
+    jit->call("hg_attention", p.args());
+  }
+  EXPECT_LE(relativeError(p.out, ref), tolerance(DType::bf16));
+  std::printf("[hybridgen] AMX %s; AMX vs vector path outputs %s\n",
+              amx ? "available" : "not available (CPU or OS)",
+              amxOut == p.out ? "identical" : "differ");
+  if (amx)
+    EXPECT_NE(amxOut, p.out) << "the AMX path did not run";
+  else
+    EXPECT_EQ(amxOut, p.out);
 }

@@ -27,6 +27,10 @@ static cl::opt<std::string> targetCpu("target-cpu", cl::desc("Target CPU ('host'
 static cl::opt<std::string> targetFeatures("target-features",
                                            cl::desc("Target features, e.g. +avx2,+fma"),
                                            cl::init(""), cl::cat(compileCategory));
+static cl::opt<bool> useAmx("amx",
+                            cl::desc("Use AMX tiles for bf16 KV if the target has them "
+                                     "(--amx=false: vector code only)"),
+                            cl::init(true), cl::cat(compileCategory));
 static cl::opt<int64_t> chunkTokens("chunk-tokens",
                                     cl::desc("Tokens per parallel CPU chunk (0 = default)"),
                                     cl::init(0), cl::cat(compileCategory));
@@ -47,6 +51,7 @@ int main(int argc, char **argv) {
   options.targetCpu = targetCpu;
   options.targetFeatures = targetFeatures;
   options.chunkTokens = chunkTokens;
+  options.amx = useAmx;
   options.sourceName = inputFile == "-" ? "<stdin>" : inputFile.getValue();
   try {
     std::string text = (*buffer)->getBuffer().str();

@@ -49,6 +49,9 @@ struct CompileOptions {
   /// Ahead-of-time target ("host" = this machine); the JIT always uses the host.
   std::string targetCpu = "host";
   std::string targetFeatures; // e.g. "+avx2,+fma"; empty = the CPU's own
+  /// Use AMX tiles for bf16 KV when the target has AMX-BF16 (the kernel still checks at run time
+  /// that the OS grants the tile state, and runs its vector path otherwise).
+  bool amx = true;
   /// Shared libraries the JIT loads (libomp, the runtime); empty = the defaults found at build time.
   std::vector<std::string> sharedLibs;
   /// File name that diagnostics (file:line:col) name for the MLIR text.

@@ -56,9 +56,11 @@ def HGLowerAttentionToCPU : Pass<"hg-lower-attention-to-cpu", "::mlir::ModuleOp"
            "Lower partials of every device to CPU code (no-GPU fallback)">,
     Option<"chunkTokens", "chunk-tokens", "int64_t", /*default=*/"0",
            "Tokens per parallel chunk (0 = choose from the block size)">,
+    Option<"amx", "amx", "bool", /*default=*/"false",
+           "Also emit the AMX-BF16 path for bf16 KV, taken when hgrt_amx_available() says so">,
   ];
   let dependentDialects = [
-    "::mlir::arith::ArithDialect", "::mlir::func::FuncDialect", "::mlir::math::MathDialect",
+    "::mlir::amx::AMXDialect", "::mlir::arith::ArithDialect", "::mlir::func::FuncDialect", "::mlir::math::MathDialect",
     "::mlir::memref::MemRefDialect", "::mlir::scf::SCFDialect", "::mlir::vector::VectorDialect"
   ];
 }

@@ -15,6 +15,9 @@ struct CPUPipelineOptions {
   bool allDevices = true;
   /// Tokens per parallel chunk of the CPU kernel (0: the lowering's default).
   int64_t chunkTokens = 0;
+  /// Also emit the AMX-BF16 kernel path for bf16 KV (the target must have AMX; the kernel still
+  /// asks the runtime at each call whether the OS lets it use the tiles).
+  bool amx = false;
   /// Ahead-of-time code: name the CPU and its features on every llvm.func.
   bool aot = false;
   /// With aot: the CPU ("host" = this machine) and a feature list (empty = the CPU's).

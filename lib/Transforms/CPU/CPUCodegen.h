@@ -28,6 +28,7 @@ struct KernelConfig {
   float softcap;       // 0: no softcap
   int64_t topK;        // 0: dense
   int64_t chunkTokens; // tokens per parallel chunk (dense)
+  bool amx = false;    // emit the AMX-BF16 path where it applies (see amxApplies)
 
   int64_t group() const { return qHeads / kvHeads; }
   /// Heads of a group handled by one parallel iteration: the whole group when it is small, else
@@ -190,6 +191,21 @@ struct KernelArgs {
 /// and leaves |b| at the start of its body; the dense and sparse kernels share this prologue.
 std::pair<func::FuncOp, KernelArgs> createKernelFunction(ImplicitLocOpBuilder &b, StringRef name,
                                                          const KernelConfig &config);
+
+//===- The AMX-BF16 chunk loop of the dense kernel (AmxKernel.cpp) ----------===//
+
+/// Whether the dense kernel for |c| gets the AMX path: asked for, bf16 KV, dense, head_dim a
+/// multiple of 32 and blocks a multiple of 16 tokens.
+bool amxApplies(const KernelConfig &c);
+/// Query heads per AMX unit: the largest of 4, 2, 1 dividing the group (4 heads x 4 rows fill
+/// one 16-row tile).
+int64_t amxSubGroup(const KernelConfig &c);
+/// Emits `hgrt_amx_available() != 0` (declaring the runtime function in |module| if needed).
+Value amxAvailable(ImplicitLocOpBuilder &b, ModuleOp module);
+/// Emits the AMX chunk loop: a parallel loop over (sequence, chunk) that writes the same chunk
+/// partials (so, sm, sl), in the same row layout, as the dense kernel's vector loop.
+void emitAmxChunks(Emitter &e, const KernelConfig &c, const KernelArgs &args, Value batch,
+                   Value capacity, Value numChunks, Value so, Value sm, Value sl);
 
 /// Emits, at |b|'s insertion point, the loops that merge N partials into |out| (hg.merge).
 void emitMerge(ImplicitLocOpBuilder &b, ValueRange os, ValueRange ms, ValueRange ls, Value out);

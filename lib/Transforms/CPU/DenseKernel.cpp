@@ -39,9 +39,10 @@ std::string KernelConfig::mangle() const {
   std::string type;
   llvm::raw_string_ostream os(type);
   os << kvType;
-  return llvm::formatv("{0}_q{1}_kv{2}_b{3}_d{4}_s{5:x}_w{6}_c{7:x}_k{8}_t{9}", type, qHeads,
-                       kvHeads, blockSize, headDim, llvm::bit_cast<uint32_t>(scale), window,
-                       llvm::bit_cast<uint32_t>(softcap), topK, chunkTokens)
+  return llvm::formatv("{0}_q{1}_kv{2}_b{3}_d{4}_s{5:x}_w{6}_c{7:x}_k{8}_t{9}{10}", type,
+                       qHeads, kvHeads, blockSize, headDim, llvm::bit_cast<uint32_t>(scale),
+                       window, llvm::bit_cast<uint32_t>(softcap), topK, chunkTokens,
+                       amxApplies(*this) ? "_amx" : "")
       .str();
 }
 
@@ -83,7 +84,9 @@ cpu::createKernelFunction(ImplicitLocOpBuilder &b, StringRef name, const KernelC
 func::FuncOp cpu::buildDenseKernel(ModuleOp module, StringRef name, const KernelConfig &c,
                                    Location loc) {
   ImplicitLocOpBuilder b = ImplicitLocOpBuilder::atBlockEnd(loc, module.getBody());
-  auto [fn, args] = createKernelFunction(b, name, c);
+  std::pair<func::FuncOp, KernelArgs> created = createKernelFunction(b, name, c);
+  func::FuncOp fn = created.first;
+  const KernelArgs &args = created.second;
   Emitter e{b};
   Value q = args.q, k = args.k, v = args.v, table = args.table, lens = args.lens,
         begin = args.begin, end = args.end, o = args.o, m = args.m, l = args.l;
@@ -131,7 +134,7 @@ func::FuncOp cpu::buildDenseKernel(ModuleOp module, StringRef name, const Kernel
   Value sl = memref::AllocOp::create(b, statType, ValueRange{rows});
 
   DenseBlock body{e, c, k, v, table, Value(), Value()};
-  e.parallel({batch, units, numChunks}, [&](ValueRange ivs) {
+  auto vectorChunks = [&](ValueRange ivs) {
     // scf-to-openmp scopes each iteration's stack allocations (alloca_scope).
     body.scores = memref::AllocaOp::create(b, MemRefType::get({gs, bs}, e.f32()));
     // Lanes outside a block's valid rows are masked, but never leave them uninitialized.
@@ -252,7 +255,27 @@ func::FuncOp cpu::buildDenseKernel(ModuleOp module, StringRef name, const Kernel
       memref::StoreOp::create(b, state[g], sm, ValueRange{row});
       memref::StoreOp::create(b, state[gs + g], sl, ValueRange{row});
     }
-  });
+  };
+  if (amxApplies(c)) {
+    // The runtime knows whether this process may use the tile registers (the OS grants them on
+    // request); where it may not, the vector loop below runs instead.
+    scf::IfOp::create(
+        b, amxAvailable(b, module),
+        [&](OpBuilder &nb, Location) {
+          OpBuilder::InsertionGuard guard(b);
+          b.setInsertionPoint(nb.getInsertionBlock(), nb.getInsertionPoint());
+          emitAmxChunks(e, c, args, batch, capacity, numChunks, so, sm, sl);
+          scf::YieldOp::create(b);
+        },
+        [&](OpBuilder &nb, Location) {
+          OpBuilder::InsertionGuard guard(b);
+          b.setInsertionPoint(nb.getInsertionBlock(), nb.getInsertionPoint());
+          e.parallel({batch, units, numChunks}, vectorChunks);
+          scf::YieldOp::create(b);
+        });
+  } else {
+    e.parallel({batch, units, numChunks}, vectorChunks);
+  }
 
   // Log-sum-exp over the chunks; o is stored unnormalized in scratch and normalized here once.
   e.parallel({batch, e.idx(c.qHeads)}, [&](ValueRange ivs) {

@@ -18,6 +18,10 @@ void hgrt_segment_end(int64_t segment_id);
 /* Bracket one device's partial inside a segment (device 0 = cpu, 1 = gpu). */
 void hgrt_device_begin(int64_t segment_id, int32_t device);
 void hgrt_device_end(int64_t segment_id, int32_t device);
+/* 1 when compiled kernels may use AMX tiles: the CPU has AMX-BF16 and the OS granted this
+   process the tile state (requested on the first call); 0 otherwise, or when the environment
+   sets HYBRIDGEN_DISABLE_AMX to anything but 0. */
+int32_t hgrt_amx_available(void);
 
 #ifdef __cplusplus
 }

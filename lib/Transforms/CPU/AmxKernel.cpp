@@ -1,0 +1,552 @@
+//===- AmxKernel.cpp - the AMX-BF16 chunk loop of the dense CPU kernel ----===//
+//
+// For bf16 KV on CPUs with AMX, the dense kernel (DenseKernel.cpp) runs this chunk loop instead
+// of its vector one; the runtime says at each call whether AMX may be used (hgrt_amx_available),
+// so the same code still runs, on the vector path, where the OS refuses the tile state.
+//
+// Why: the vector kernel spends ~2 cycles of FMA/shuffle ports per byte of bf16 KV and reaches
+// only ~20 GB/s with the data in cache, so at DRAM speed its math and its memory traffic add up
+// instead of overlapping. One tdpbf16ps does 16x16x32 multiply-adds, which takes the math below
+// ~170 ns per 16 tokens x 8 kv heads.
+//
+// How, per 16-token "slot" of one kv head (one K and one V tile, 16 rows of 32 bf16 each):
+// - q.k: C[token][col] += K[token][dims] . Bq[dims][col], with the columns of Bq being each query
+//   head of the sub-group twice: rounded to bf16 (hi) and the bf16 rounding of its remainder
+//   (lo), so q keeps ~16 bits of mantissa and the logit is C[t][h] + C[t][gs + h].
+// - p.V: V rows are read as they lie in the pool (token-major), which is not the pair-interleaved
+//   layout tdpbf16ps expects of its B operand; so each A row holds one head's probabilities in
+//   the even (or odd) bf16 of every pair and zeros in the other: row (h, par) of A times V gives
+//   sum_t p[h][t] * V[t][2n + par]. Four rows per head (even/odd x hi/lo parts of p) fill a
+//   16-row tile for a group of 4 and keep p at ~16 bits too.
+// - The online softmax keeps a reference max per head and rescales the accumulators (in memory)
+//   only when a logit exceeds it by more than kRescaleSlack, so probabilities stay <= e^8 and the
+//   accumulators stay in tile registers over a whole step of kStepSlots slots.
+// - Memory order: the K pass of a step walks slot-major (all kv heads of a slot, i.e. whole
+//   contiguous blocks of the pool) so the hardware prefetchers see long streams; per kv head 4 KiB
+//   pieces 32 KiB apart measured ~20% slower even as a plain sum. The first lines of every piece
+//   of the next step are touched early (kTriggerLines), which starts those streams sooner.
+// - Slots not entirely inside the chunk's token range (at most two per chunk) run one at a time,
+//   with their valid V rows copied into a zeroed scratch tile: 0 * NaN is NaN in a tile multiply,
+//   and rows outside the range may hold anything. Their logits are masked by position.
+//
+//===----------------------------------------------------------------------===//
+#include "CPUCodegen.h"
+
+#include "mlir/Dialect/AMX/AMXDialect.h"
+
+using namespace mlir;
+using namespace mlir::hybridgen;
+using namespace mlir::hybridgen::cpu;
+
+namespace {
+
+constexpr int64_t kSlot = 16;           // tokens per K/V tile (tile rows)
+constexpr int64_t kSlice = 32;          // head-dim elements per tile row (64 bytes of bf16)
+constexpr int64_t kStepSlots = 8;       // slots whose p.V products share one accumulator load
+constexpr int64_t kAccTilesPerPass = 2; // output tiles live at once (see the p.V loop)
+constexpr float kRescaleSlack = 8.0f;   // probabilities stay <= e^8 between rescales
+constexpr int64_t kTriggerLines = 2;    // lines touched per piece of the next step
+
+struct AmxChunks {
+  AmxChunks(Emitter &e, const KernelConfig &c, const KernelArgs &a, Value capacity,
+            Value numChunks, Value so, Value sm, Value sl)
+      : e(e), c(c), a(a), capacity(capacity), numChunks(numChunks), so(so), sm(sm), sl(sl) {}
+
+  Emitter &e;
+  const KernelConfig &c;
+  const KernelArgs &a;
+  Value capacity, numChunks, so, sm, sl;
+
+  int64_t gs = amxSubGroup(c);
+  int64_t nsub = c.group() / gs;
+  int64_t units = c.kvHeads * nsub;
+  int64_t nsl = c.headDim / kSlice;
+  int64_t rowsM = 4 * gs; // p.V A rows: (head, hi/lo, even/odd)
+  int64_t cols = 2 * gs;  // q.k B columns: (hi/lo, head)
+  int64_t slotsPerBlock = c.blockSize / kSlot;
+
+  // Per sequence: q as B tiles, [batch][unit][slice][16 * 4gs] bf16 (row k = dim pair k).
+  Value qt;
+  // Per parallel iteration (stack).
+  Value acc;  // [unit][slice][rowsM * 16] f32: unnormalized outputs as p.V tiles
+  Value lacc; // [unit][head][16] f32: probability sums, lane-wise
+  Value mref; // [unit][head] f32: the reference max the probabilities are relative to
+  Value mmax; // [unit][head] f32: the true running max (what the partial reports)
+  Value lg;   // [step slot][unit][16 * cols] f32: q.k tiles
+  Value pbuf; // [step slot][rowsM * 32] bf16: p as A tiles of one unit
+  Value vscr; // [16][head_dim] bf16: the valid rows of a partial slot, zeros elsewhere
+
+  ImplicitLocOpBuilder &b() { return e.b; }
+  Type bf16() { return b().getBF16Type(); }
+  Type i32() { return b().getI32Type(); }
+  VectorType vec(int64_t n, Type t) { return VectorType::get({n}, t); }
+  amx::TileType tile(int64_t rows, int64_t colsN, Type t) {
+    return amx::TileType::get({rows, colsN}, t);
+  }
+  Value splatI32(int64_t n, int32_t x) {
+    return arith::ConstantOp::create(b(), DenseElementsAttr::get(vec(n, i32()), b().getI32IntegerAttr(x)));
+  }
+  Value shuffle(Value x, Value y, ArrayRef<int64_t> mask) {
+    return vector::ShuffleOp::create(b(), x, y, mask);
+  }
+  /// The f32 lanes of |x| rounded to bf16, as i32 bit patterns with the low 16 bits clear.
+  Value roundToBf16Bits(Value x) {
+    int64_t n = cast<VectorType>(x.getType()).getNumElements();
+    Value bits = arith::BitcastOp::create(b(), vec(n, i32()), x);
+    Value up = arith::AddIOp::create(b(), bits, splatI32(n, 0x8000));
+    return arith::AndIOp::create(b(), up, splatI32(n, int32_t(0xFFFF0000u)));
+  }
+  /// (hi, lo) bf16 bit patterns of |x| = hi + lo + O(2^-16 |x|).
+  std::pair<Value, Value> splitBf16(Value x) {
+    int64_t n = cast<VectorType>(x.getType()).getNumElements();
+    Value hi = roundToBf16Bits(x);
+    Value rest = e.subf(x, arith::BitcastOp::create(b(), vec(n, e.f32()), hi));
+    return {hi, roundToBf16Bits(rest)};
+  }
+  Value shrui16(Value x) {
+    int64_t n = cast<VectorType>(x.getType()).getNumElements();
+    return arith::ShRUIOp::create(b(), x, splatI32(n, 16));
+  }
+  Value asBf16(Value i32s) {
+    int64_t n = cast<VectorType>(i32s.getType()).getNumElements();
+    return vector::BitCastOp::create(b(), vec(2 * n, bf16()), i32s);
+  }
+  Value iotaBelow16(Value r0, Value r1) {
+    SmallVector<int32_t> lanes(kSlot);
+    for (int64_t i = 0; i < kSlot; ++i)
+      lanes[i] = int32_t(i);
+    Value iota = arith::ConstantOp::create(b(), DenseElementsAttr::get(vec(kSlot, i32()), ArrayRef(lanes)));
+    auto splatIdx = [&](Value x) {
+      return e.splat(arith::IndexCastOp::create(b(), i32(), x), kSlot);
+    };
+    return arith::AndIOp::create(b(), e.cmpi(arith::CmpIPredicate::sge, iota, splatIdx(r0)),
+                                 e.cmpi(arith::CmpIPredicate::slt, iota, splatIdx(r1)));
+  }
+  void forLoop(Value lb, Value ub, Value step, function_ref<void(Value)> body) {
+    e.loop(lb, ub, step, {}, [&](Value iv, ValueRange) {
+      body(iv);
+      return SmallVector<Value>{};
+    });
+  }
+  void ifThen(Value cond, function_ref<void()> body) {
+    scf::IfOp::create(b(), cond, [&](OpBuilder &nb, Location) {
+      OpBuilder::InsertionGuard guard(b());
+      b().setInsertionPoint(nb.getInsertionBlock(), nb.getInsertionPoint());
+      body();
+      scf::YieldOp::create(b());
+    });
+  }
+
+  //===--- q as B tiles -----------------------------------------------------===//
+
+  /// Writes qt[s][u]: for each slice, a [16][cols] matrix of bf16 pairs (dims 2k, 2k+1) whose
+  /// column col is head col % gs, hi part for col < gs and lo part otherwise; q is pre-scaled.
+  void prepareQ(Value s, Value u) {
+    SmallVector<int64_t> evens, odds;
+    for (int64_t i = 0; i < 16; ++i) {
+      evens.push_back(2 * i);
+      odds.push_back(2 * i + 1);
+    }
+    Value h0 = e.muli(u, e.idx(gs));
+    Value scale = e.splat(e.cf(c.scale), kSlice);
+    for (int64_t t = 0; t < nsl; ++t) {
+      SmallVector<Value> hiCols, loCols;
+      for (int64_t h = 0; h < gs; ++h) {
+        Value x = vector::LoadOp::create(b(), vec(kSlice, e.f32()), a.q,
+                                         ValueRange{s, e.addi(h0, e.idx(h)), e.idx(t * kSlice)});
+        auto [hi, lo] = splitBf16(e.mulf(x, scale));
+        for (auto [bits, out] : {std::pair{hi, &hiCols}, std::pair{lo, &loCols}}) {
+          // One i32 per dim pair: the even element's bf16 in the low half, the odd one's above.
+          Value even = shrui16(shuffle(bits, bits, evens));
+          out->push_back(arith::OrIOp::create(b(), even, shuffle(bits, bits, odds)));
+        }
+      }
+      SmallVector<Value> parts(hiCols);
+      parts.append(loCols);
+      // Concatenate the columns, then transpose [col][k] into [k][col] with one shuffle.
+      while (parts.size() > 1) {
+        SmallVector<Value> next;
+        for (size_t i = 0; i < parts.size(); i += 2) {
+          int64_t n = cast<VectorType>(parts[i].getType()).getNumElements();
+          SmallVector<int64_t> all(2 * n);
+          for (int64_t j = 0; j < 2 * n; ++j)
+            all[j] = j;
+          next.push_back(shuffle(parts[i], parts[i + 1], all));
+        }
+        parts = next;
+      }
+      SmallVector<int64_t> transpose;
+      for (int64_t k = 0; k < 16; ++k)
+        for (int64_t col = 0; col < cols; ++col)
+          transpose.push_back(col * 16 + k);
+      Value rows = shuffle(parts[0], parts[0], transpose);
+      vector::StoreOp::create(b(), asBf16(rows), qt, ValueRange{s, u, e.idx(t), e.idx(0)});
+    }
+  }
+
+  //===--- one step: kStepSlots whole slots, or one partial slot --------------===//
+
+  struct Slot {
+    Value pb, row0; // pool block and first row of the slot
+  };
+  Slot slotAt(Value s, Value slot) {
+    Value blk = e.divi(slot, e.idx(slotsPerBlock));
+    Value row0 = e.muli(e.remi(slot, e.idx(slotsPerBlock)), e.idx(kSlot));
+    return {e.loadIndex(a.table, {s, blk}), row0};
+  }
+
+  /// Logits of unit |u| for slot |j| of the step into lg[j][u] (16 tokens x cols). Tile
+  /// registers are not renamed: a load into a register waits until the multiply reading its old
+  /// value is done, so the loads of slice t + 1 are issued before the multiply of slice t.
+  void qkTile(Value s, Value u, Value kvh, Slot slot, int64_t j) {
+    auto loadPair = [&](int64_t t) {
+      Value kTile = amx::TileLoadOp::create(b(), tile(kSlot, kSlice, bf16()), a.k,
+                                            ValueRange{slot.pb, kvh, slot.row0, e.idx(t * kSlice)});
+      Value qTile = amx::TileLoadOp::create(b(), tile(kSlot, 2 * cols, bf16()), qt,
+                                            ValueRange{s, u, e.idx(t), e.idx(0)}, e.idx(2 * cols));
+      return std::pair{kTile, qTile};
+    };
+    Value cTile = amx::TileZeroOp::create(b(), tile(kSlot, cols, e.f32()));
+    std::pair<Value, Value> next = loadPair(0);
+    for (int64_t t = 0; t < nsl; ++t) {
+      std::pair<Value, Value> cur = next;
+      if (t + 1 < nsl)
+        next = loadPair(t + 1);
+      cTile = amx::TileMulFOp::create(b(), cTile.getType(), cur.first, cur.second, cTile);
+    }
+    amx::TileStoreOp::create(b(), lg, ValueRange{e.idx(j), u, e.idx(0)}, cTile, e.idx(cols));
+  }
+
+  /// Head |h|'s 16 logits of slot |j| from lg[j][u]: hi + lo column, gathered by a shuffle tree.
+  SmallVector<Value> logitsOf(Value u, int64_t j) {
+    int64_t n = kSlot * cols / 16, perVec = 16 / cols; // source vectors, tokens per vector
+    SmallVector<Value> folded;
+    SmallVector<int64_t> swapHalves;
+    for (int64_t l = 0; l < 16; ++l)
+      swapHalves.push_back(l ^ gs);
+    for (int64_t i = 0; i < n; ++i) {
+      Value v = vector::LoadOp::create(b(), vec(16, e.f32()), lg,
+                                       ValueRange{e.idx(j), u, e.idx(16 * i)});
+      folded.push_back(e.addf(v, shuffle(v, v, swapHalves)));
+    }
+    SmallVector<Value> heads;
+    for (int64_t h = 0; h < gs; ++h) {
+      // Each part: (vector, lane of token t or -1). Token t ends in lane t.
+      SmallVector<std::pair<Value, SmallVector<int64_t>>> parts;
+      for (int64_t i = 0; i < n; ++i) {
+        SmallVector<int64_t> lane(kSlot, -1);
+        for (int64_t k = 0; k < perVec; ++k)
+          lane[i * perVec + k] = k * cols + h;
+        parts.push_back({folded[i], lane});
+      }
+      while (parts.size() > 1) {
+        SmallVector<std::pair<Value, SmallVector<int64_t>>> next;
+        for (size_t i = 0; i < parts.size(); i += 2) {
+          auto &[x, lx] = parts[i];
+          auto &[y, ly] = parts[i + 1];
+          SmallVector<int64_t> mask(kSlot, 0), lane(kSlot, -1);
+          for (int64_t t = 0; t < kSlot; ++t) {
+            if (lx[t] >= 0)
+              mask[t] = lx[t];
+            else if (ly[t] >= 0)
+              mask[t] = 16 + ly[t];
+            if (lx[t] >= 0 || ly[t] >= 0)
+              lane[t] = t;
+          }
+          next.push_back({shuffle(x, y, mask), lane});
+        }
+        parts = next;
+      }
+      Value lgv = parts[0].first;
+      if (c.softcap > 0) {
+        Value cap = e.splat(e.cf(c.softcap), kSlot);
+        lgv = e.mulf(cap, math::TanhOp::create(b(), e.divf(lgv, cap)));
+      }
+      heads.push_back(lgv);
+    }
+    return heads;
+  }
+
+  /// Copies the valid rows [r0, r1) of the slot's V rows of |kvh| into vscr, zeros elsewhere.
+  void sanitizeV(Slot slot, Value kvh, Value r0, Value r1) {
+    auto rowType = vec(c.headDim, bf16());
+    Value zeros = arith::ConstantOp::create(
+        b(), DenseElementsAttr::get(rowType, b().getZeroAttr(bf16())));
+    for (int64_t r = 0; r < kSlot; ++r) {
+      Value row = vector::LoadOp::create(b(), rowType, a.v,
+                                         ValueRange{slot.pb, kvh, e.addi(slot.row0, e.idx(r)), e.idx(0)});
+      Value ok = arith::AndIOp::create(b(), e.cmpi(arith::CmpIPredicate::sle, r0, e.idx(r)),
+                                       e.cmpi(arith::CmpIPredicate::sgt, r1, e.idx(r)));
+      vector::StoreOp::create(b(), e.select(ok, row, zeros), vscr, ValueRange{e.idx(r), e.idx(0)});
+    }
+  }
+
+  /// One step over |nSlots| slots starting at |slot0|. |partial|: one slot, masked to [t0, t1).
+  void step(Value s, Value slot0, int64_t nSlots, bool partial, Value t0, Value t1,
+            Value lastSlot) {
+    SmallVector<Slot> slots;
+    for (int64_t j = 0; j < nSlots; ++j)
+      slots.push_back(slotAt(s, e.addi(slot0, e.idx(j))));
+
+    // q.k for every slot and unit, slot-major; the next step's pieces are touched meanwhile.
+    for (int64_t j = 0; j < nSlots; ++j) {
+      Slot ahead;
+      if (!partial)
+        ahead = slotAt(s, e.mini(e.addi(slot0, e.idx(nSlots + j)), lastSlot));
+      forLoop(e.idx(0), e.idx(c.kvHeads), e.idx(1), [&](Value kvh) {
+        if (!partial)
+          for (Value pool : {a.k, a.v})
+            for (int64_t line = 0; line < kTriggerLines; ++line)
+              memref::PrefetchOp::create(b(), pool,
+                                         ValueRange{ahead.pb, kvh, ahead.row0, e.idx(line * 32)},
+                                         /*isWrite=*/false, /*localityHint=*/3,
+                                         /*isDataCache=*/true);
+        for (int64_t sub = 0; sub < nsub; ++sub)
+          qkTile(s, e.addi(e.muli(kvh, e.idx(nsub)), e.idx(sub)), kvh, slots[j], j);
+      });
+    }
+
+    Value r0, r1, mask;
+    if (partial) {
+      Value start = e.muli(slot0, e.idx(kSlot));
+      r0 = e.maxi(e.subi(t0, start), e.idx(0));
+      r1 = e.mini(e.subi(t1, start), e.idx(kSlot));
+      mask = iotaBelow16(r0, r1);
+    }
+    Value negInfs = e.splat(e.negInf(), kSlot), zeros = e.splat(e.cf(0.0f), kSlot);
+    forLoop(e.idx(0), e.idx(units), e.idx(1), [&](Value u) {
+      Value kvh = e.divi(u, e.idx(nsub));
+      // Logits, masked by position (never by value: rows outside the range may be NaN).
+      SmallVector<SmallVector<Value>> logits; // [slot][head]
+      for (int64_t j = 0; j < nSlots; ++j) {
+        logits.push_back(logitsOf(u, j));
+        if (partial)
+          for (Value &lgv : logits.back())
+            lgv = e.select(mask, lgv, negInfs);
+      }
+      // Per head: the step's max (maxnum: lanes outside the range are -inf, never NaN, and a NaN
+      // logit in range is garbage in any case) updates the true running max, which the partial
+      // reports; the accumulators are rescaled only when it exceeds the reference by more than
+      // the slack.
+      auto loadRef = [&](int64_t h) {
+        return memref::LoadOp::create(b(), mref, ValueRange{u, e.idx(h)}).getResult();
+      };
+      SmallVector<Value> stepMax;
+      Value over;
+      for (int64_t h = 0; h < gs; ++h) {
+        Value slotMax = logits[0][h];
+        for (int64_t j = 1; j < nSlots; ++j)
+          slotMax = arith::MaxNumFOp::create(b(), slotMax, logits[j][h]);
+        stepMax.push_back(e.reduce(vector::CombiningKind::MAXNUMF, slotMax));
+        Value at[] = {u, e.idx(h)};
+        Value mTrue = memref::LoadOp::create(b(), mmax, at);
+        memref::StoreOp::create(b(), arith::MaxNumFOp::create(b(), mTrue, stepMax[h]), mmax, at);
+        Value gt = e.cmpf(arith::CmpFPredicate::OGT, stepMax[h],
+                          e.addf(loadRef(h), e.cf(kRescaleSlack)));
+        over = over ? arith::OrIOp::create(b(), over, gt).getResult() : gt;
+      }
+      ifThen(over, [&] {
+        for (int64_t h = 0; h < gs; ++h) {
+          Value mOld = loadRef(h);
+          Value mx = arith::MaxNumFOp::create(b(), mOld, stepMax[h]);
+          Value wasEmpty = e.cmpf(arith::CmpFPredicate::OEQ, mOld, e.negInf());
+          Value alpha = e.select(wasEmpty, e.cf(0.0f), e.exp(e.subf(mOld, mx)));
+          memref::StoreOp::create(b(), mx, mref, ValueRange{u, e.idx(h)});
+          Value a16 = e.splat(alpha, 16);
+          auto scaleRow = [&](Value buf, ValueRange at) {
+            Value row = vector::LoadOp::create(b(), vec(16, e.f32()), buf, at);
+            vector::StoreOp::create(b(), e.mulf(row, a16), buf, at);
+          };
+          scaleRow(lacc, ValueRange{u, e.idx(h), e.idx(0)});
+          for (int64_t t = 0; t < nsl; ++t)
+            for (int64_t r = 0; r < 4; ++r)
+              scaleRow(acc, ValueRange{u, e.idx(t), e.idx((4 * h + r) * 16)});
+        }
+      });
+      // Probabilities, their sums, and p as A tiles (rows: head, hi/lo, even/odd).
+      for (int64_t h = 0; h < gs; ++h) {
+        Value mh = e.splat(loadRef(h), kSlot);
+        Value psum;
+        for (int64_t j = 0; j < nSlots; ++j) {
+          Value p = e.exp(e.subf(logits[j][h], mh));
+          if (partial)
+            p = e.select(mask, p, zeros);
+          psum = psum ? e.addf(psum, p) : p;
+          auto [hi, lo] = splitBf16(p);
+          Value rowsOfHead[4] = {shrui16(hi), hi, shrui16(lo), lo};
+          for (int64_t r = 0; r < 4; ++r)
+            vector::StoreOp::create(b(), asBf16(rowsOfHead[r]), pbuf,
+                                    ValueRange{e.idx(j), e.idx((4 * h + r) * kSlice)});
+        }
+        Value at[] = {u, e.idx(h), e.idx(0)};
+        Value l = vector::LoadOp::create(b(), vec(16, e.f32()), lacc, at);
+        vector::StoreOp::create(b(), e.addf(l, psum), lacc, at);
+      }
+      if (partial)
+        sanitizeV(slots[0], kvh, r0, r1);
+      // p.V: the accumulators of kAccTilesPerPass slices stay in tiles over the step. Measured
+      // (cache-resident, Llama shapes): 2 accumulators per pass 43 GB/s; 3 or 4, which read p
+      // fewer times, 30 GB/s; loading the next slot's tiles ahead (as in qkTile) 32 GB/s.
+      auto accTile = tile(rowsM, 16, e.f32());
+      auto loadSlot = [&](int64_t j, int64_t t0s, int64_t t1s) {
+        SmallVector<Value> tiles{amx::TileLoadOp::create(b(), tile(rowsM, kSlice, bf16()), pbuf,
+                                                         ValueRange{e.idx(j), e.idx(0)},
+                                                         e.idx(kSlice))};
+        for (int64_t t = t0s; t < t1s; ++t) {
+          auto vTile = tile(kSlot, kSlice, bf16());
+          tiles.push_back(
+              partial ? amx::TileLoadOp::create(b(), vTile, vscr,
+                                                ValueRange{e.idx(0), e.idx(t * kSlice)})
+                      : amx::TileLoadOp::create(b(), vTile, a.v,
+                                                ValueRange{slots[j].pb, kvh, slots[j].row0,
+                                                           e.idx(t * kSlice)}));
+        }
+        return tiles;
+      };
+      for (int64_t t0s = 0; t0s < nsl; t0s += kAccTilesPerPass) {
+        int64_t t1s = std::min(nsl, t0s + kAccTilesPerPass);
+        SmallVector<Value> accs;
+        for (int64_t t = t0s; t < t1s; ++t)
+          accs.push_back(amx::TileLoadOp::create(b(), accTile, acc,
+                                                 ValueRange{u, e.idx(t), e.idx(0)}, e.idx(16)));
+        for (int64_t j = 0; j < nSlots; ++j) {
+          SmallVector<Value> cur = loadSlot(j, t0s, t1s);
+          for (int64_t t = t0s; t < t1s; ++t)
+            accs[t - t0s] = amx::TileMulFOp::create(b(), accTile, cur[0], cur[1 + t - t0s],
+                                                    accs[t - t0s]);
+        }
+        for (int64_t t = t0s; t < t1s; ++t)
+          amx::TileStoreOp::create(b(), acc, ValueRange{u, e.idx(t), e.idx(0)}, accs[t - t0s],
+                                   e.idx(16));
+      }
+    });
+  }
+
+  //===--- one chunk ---------------------------------------------------------===//
+
+  void chunk(Value s, Value ci) {
+    MemRefType f32Type = MemRefType::get({units, nsl, rowsM * 16}, e.f32());
+    acc = memref::AllocaOp::create(b(), f32Type);
+    lacc = memref::AllocaOp::create(b(), MemRefType::get({units, gs, 16}, e.f32()));
+    mref = memref::AllocaOp::create(b(), MemRefType::get({units, gs}, e.f32()));
+    mmax = memref::AllocaOp::create(b(), MemRefType::get({units, gs}, e.f32()));
+    lg = memref::AllocaOp::create(b(), MemRefType::get({kStepSlots, units, kSlot * cols}, e.f32()));
+    pbuf = memref::AllocaOp::create(b(), MemRefType::get({kStepSlots, rowsM * kSlice}, bf16()));
+    vscr = memref::AllocaOp::create(b(), MemRefType::get({kSlot, c.headDim}, bf16()));
+    Value zero16 = e.splat(e.cf(0.0f), 16);
+    forLoop(e.idx(0), e.idx(units), e.idx(1), [&](Value u) {
+      for (int64_t t = 0; t < nsl; ++t)
+        for (int64_t r = 0; r < rowsM; ++r)
+          vector::StoreOp::create(b(), zero16, acc, ValueRange{u, e.idx(t), e.idx(r * 16)});
+      for (int64_t h = 0; h < gs; ++h) {
+        vector::StoreOp::create(b(), zero16, lacc, ValueRange{u, e.idx(h), e.idx(0)});
+        memref::StoreOp::create(b(), e.negInf(), mref, ValueRange{u, e.idx(h)});
+        memref::StoreOp::create(b(), e.negInf(), mmax, ValueRange{u, e.idx(h)});
+      }
+    });
+
+    std::pair<Value, Value> range = clampedRange(e, c, a.lens, capacity, s, a.begin, a.end);
+    Value lo = range.first, hi = range.second;
+    int64_t bs = c.blockSize, chunkTokens = c.chunkTokens;
+    Value base = e.addi(e.muli(e.divi(lo, e.idx(bs)), e.idx(bs)), e.muli(ci, e.idx(chunkTokens)));
+    Value t0 = e.maxi(lo, base);
+    Value t1 = e.maxi(e.mini(hi, e.addi(base, e.idx(chunkTokens))), t0);
+    Value nonEmpty = e.cmpi(arith::CmpIPredicate::slt, t0, t1);
+    Value slotLo = e.divi(t0, e.idx(kSlot));
+    Value slotHi = e.select(nonEmpty, e.ceilDiv(t1, kSlot), slotLo);
+    // Whole slots [fullLo, fullHi) run kStepSlots at a time; the rest one by one.
+    Value fullLo = e.mini(e.ceilDiv(t0, kSlot), slotHi);
+    Value fullHi = e.maxi(e.divi(t1, e.idx(kSlot)), fullLo);
+    Value steps = e.divi(e.subi(fullHi, fullLo), e.idx(kStepSlots));
+    Value mainHi = e.addi(fullLo, e.muli(steps, e.idx(kStepSlots)));
+    Value lastSlot = e.subi(e.maxi(slotHi, e.idx(1)), e.idx(1));
+    auto single = [&](Value from, Value to) {
+      forLoop(from, to, e.idx(1), [&](Value slot) { step(s, slot, 1, true, t0, t1, lastSlot); });
+    };
+    single(slotLo, fullLo);
+    forLoop(fullLo, mainHi, e.idx(kStepSlots),
+            [&](Value slot) { step(s, slot, kStepSlots, false, t0, t1, lastSlot); });
+    single(mainHi, slotHi);
+
+    // The chunk's partials into the dense kernel's scratch rows (its unit/sub-group layout).
+    int64_t denseGs = c.subGroup(), denseUnits = c.kvHeads * (c.group() / denseGs);
+    SmallVector<int64_t> zip;
+    for (int64_t i = 0; i < 16; ++i) {
+      zip.push_back(i);
+      zip.push_back(16 + i);
+    }
+    forLoop(e.idx(0), e.idx(units), e.idx(1), [&](Value u) {
+      for (int64_t h = 0; h < gs; ++h) {
+        Value qh = e.addi(e.muli(u, e.idx(gs)), e.idx(h));
+        Value du = e.divi(qh, e.idx(denseGs)), dg = e.remi(qh, e.idx(denseGs));
+        Value row = e.addi(
+            e.muli(e.addi(e.muli(e.addi(e.muli(s, e.idx(denseUnits)), du), numChunks), ci),
+                   e.idx(denseGs)),
+            dg);
+        // Relative to the true max, as every partial is: o and l times exp(mref - max) <= 1.
+        Value mTrue = memref::LoadOp::create(b(), mmax, ValueRange{u, e.idx(h)});
+        Value nonEmpty = e.cmpf(arith::CmpFPredicate::OGT, mTrue, e.negInf());
+        Value mRef = memref::LoadOp::create(b(), mref, ValueRange{u, e.idx(h)});
+        Value factor = e.select(nonEmpty, e.exp(e.subf(mRef, mTrue)), e.cf(0.0f));
+        Value f32s = e.splat(factor, kSlice);
+        auto rowAt = [&](int64_t t, int64_t r) {
+          return vector::LoadOp::create(b(), vec(16, e.f32()), acc,
+                                        ValueRange{u, e.idx(t), e.idx((4 * h + r) * 16)})
+              .getResult();
+        };
+        for (int64_t t = 0; t < nsl; ++t) {
+          Value even = e.addf(rowAt(t, 0), rowAt(t, 2)), odd = e.addf(rowAt(t, 1), rowAt(t, 3));
+          vector::StoreOp::create(b(), e.mulf(shuffle(even, odd, zip), f32s), so,
+                                  ValueRange{row, e.idx(t * kSlice)});
+        }
+        Value l = vector::LoadOp::create(b(), vec(16, e.f32()), lacc, ValueRange{u, e.idx(h), e.idx(0)});
+        memref::StoreOp::create(b(), mTrue, sm, ValueRange{row});
+        memref::StoreOp::create(b(), e.mulf(e.reduce(vector::CombiningKind::ADD, l), factor), sl,
+                                ValueRange{row});
+      }
+    });
+  }
+
+  void emit(Value batch) {
+    qt = memref::AllocOp::create(
+        b(), MemRefType::get({ShapedType::kDynamic, units, nsl, kSlot * 2 * cols}, bf16()),
+        ValueRange{batch});
+    e.parallel({batch, e.idx(units)}, [&](ValueRange ivs) { prepareQ(ivs[0], ivs[1]); });
+    e.parallel({batch, numChunks}, [&](ValueRange ivs) { chunk(ivs[0], ivs[1]); });
+    memref::DeallocOp::create(b(), qt);
+  }
+};
+
+} // namespace
+
+int64_t cpu::amxSubGroup(const KernelConfig &c) {
+  for (int64_t d : {4, 2})
+    if (c.group() % d == 0)
+      return d;
+  return 1;
+}
+
+bool cpu::amxApplies(const KernelConfig &c) {
+  return c.amx && c.topK == 0 && c.kvType.isBF16() && c.headDim % kSlice == 0 &&
+         c.blockSize % kSlot == 0;
+}
+
+Value cpu::amxAvailable(ImplicitLocOpBuilder &b, ModuleOp module) {
+  StringRef name = "hgrt_amx_available";
+  auto fn = module.lookupSymbol<func::FuncOp>(name);
+  if (!fn) {
+    OpBuilder::InsertionGuard guard(b);
+    b.setInsertionPointToStart(module.getBody());
+    fn = func::FuncOp::create(b, name, b.getFunctionType({}, {b.getI32Type()}));
+    fn.setPrivate();
+  }
+  Value flag = func::CallOp::create(b, fn, ValueRange{}).getResult(0);
+  Value zero = arith::ConstantIntOp::create(b, 0, 32);
+  return arith::CmpIOp::create(b, arith::CmpIPredicate::ne, flag, zero);
+}
+
+void cpu::emitAmxChunks(Emitter &e, const KernelConfig &c, const KernelArgs &args, Value batch,
+                        Value capacity, Value numChunks, Value so, Value sm, Value sl) {
+  AmxChunks chunks(e, c, args, capacity, numChunks, so, sm, sl);
+  chunks.emit(batch);
+}

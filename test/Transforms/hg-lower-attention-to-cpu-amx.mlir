@@ -1,0 +1,65 @@
+// RUN: hybridgen-opt %s -split-input-file -hg-lower-attention-to-cpu="amx=true" | FileCheck %s
+// RUN: hybridgen-opt %s -split-input-file -hg-lower-attention-to-cpu="amx=true" -hg-cpu-pipeline="amx=true" | FileCheck %s --check-prefix=LLVM
+
+// bf16 KV with amx=true: the dense kernel asks the runtime whether the tile state is granted
+// and runs either the AMX chunk loop (one scf.parallel over sequence x chunk after one that lays
+// q out as B tiles) or the vector loop (sequence x kv-head unit x chunk). q.k is a 16x32 K tile
+// (tokens x dims) times a 16x16 q tile (dim pairs x 4 heads hi/lo), p.V a 16x32 p tile (4 heads x
+// hi/lo x even/odd rows) times a 16x32 V tile read straight from the pool.
+// CHECK: func.func private @hgrt_amx_available() -> i32
+// CHECK-LABEL: func.func @dense_bf16
+// CHECK: call @[[KERNEL:__hg_cpu_dense_[a-z0-9_]*_amx]](
+// CHECK: func.func private @[[KERNEL]]
+// CHECK: %[[OK:.*]] = {{(func\.)?}}call @hgrt_amx_available() : () -> i32
+// CHECK: %[[YES:.*]] = arith.cmpi ne, %[[OK]], %{{.*}} : i32
+// CHECK: scf.if %[[YES]] {
+// CHECK: memref.alloc(%{{.*}}) : memref<?x2x2x256xbf16>
+// CHECK: scf.parallel (%{{.*}}, %{{.*}}) =
+// CHECK: vector.store %{{.*}} : memref<?x2x2x256xbf16>, vector<256xbf16>
+// CHECK: scf.parallel (%{{.*}}, %{{.*}}) =
+// CHECK: amx.tile_zero : !amx.tile<16x8xf32>
+// CHECK: amx.tile_load %{{.*}} : memref<?x2x16x64xbf16> into !amx.tile<16x32xbf16>
+// CHECK: amx.tile_mulf %{{.*}}, %{{.*}}, %{{.*}} : !amx.tile<16x32xbf16>, !amx.tile<16x16xbf16>, !amx.tile<16x8xf32>
+// CHECK: amx.tile_store %{{.*}} : memref<8x2x128xf32>, !amx.tile<16x8xf32>
+// CHECK: amx.tile_mulf %{{.*}}, %{{.*}}, %{{.*}} : !amx.tile<16x32xbf16>, !amx.tile<16x32xbf16>, !amx.tile<16x16xf32>
+// CHECK: } else {
+// CHECK: scf.parallel (%{{.*}}, %{{.*}}, %{{.*}}) =
+// The chunk merge is shared by both paths.
+// CHECK: scf.parallel (%{{.*}}, %{{.*}}) =
+
+// The LLVM lowering keeps the tile intrinsics.
+// LLVM-LABEL: llvm.func @dense_bf16
+// LLVM: llvm.call_intrinsic "llvm.x86.tdpbf16ps.internal"
+// LLVM: llvm.call_intrinsic "llvm.x86.tileloadd64.internal"
+
+!q = memref<1x8x64xf32>
+!kv = memref<8x2x16x64xbf16>
+!st = memref<1x8xf32>
+func.func @dense_bf16(%q: !q, %k: !kv, %v: !kv, %bt: memref<1x8xi32>, %lens: memref<1xi32>,
+                      %o: !q, %m: !st, %l: !st) {
+  %c0 = arith.constant 0 : index
+  hg.partial_attention q(%q : !q) kv(%k, %v : !kv, !kv) table(%bt : memref<1x8xi32>)
+      lens(%lens : memref<1xi32>) range [%c0, len) on cpu -> o(%o : !q) m(%m : !st) l(%l : !st)
+      {scale = 0.125 : f32}
+  return
+}
+
+// -----
+
+// f32 KV (and f16, and head dims that are not a multiple of 32) keep the vector kernel only.
+// CHECK-LABEL: func.func @dense_f32
+// CHECK: func.func private @__hg_cpu_dense_f32
+// CHECK-NOT: amx.
+// CHECK-NOT: hgrt_amx_available
+// CHECK: return
+!q = memref<1x8x64xf32>
+!kv = memref<8x2x16x64xf32>
+!st = memref<1x8xf32>
+func.func @dense_f32(%q: !q, %k: !kv, %v: !kv, %bt: memref<1x8xi32>, %lens: memref<1xi32>,
+                     %o: !q, %m: !st, %l: !st) {
+  %c0 = arith.constant 0 : index
+  hg.partial_attention q(%q : !q) kv(%k, %v : !kv, !kv) table(%bt : memref<1x8xi32>)
+      lens(%lens : memref<1xi32>) range [%c0, len) on cpu -> o(%o : !q) m(%m : !st) l(%l : !st)
+      {scale = 0.125 : f32}
+  return
+}
