@@ -467,18 +467,22 @@ struct AmxChunks {
     Value steps = e.divi(e.subi(fullHi, fullLo), e.idx(kStepSlots));
     Value mainHi = e.addi(fullLo, e.muli(steps, e.idx(kStepSlots)));
     Value lastSlot = e.subi(e.maxi(slotHi, e.idx(1)), e.idx(1));
-    auto single = [&](Value from, Value to) {
-      forLoop(from, to, e.idx(1), [&](Value slot) { step(s, slot, 1, true, t0, t1, lastSlot); });
-    };
     // The first step has no step before it to touch its pieces.
     forLoop(fullLo, e.mini(e.addi(fullLo, e.idx(kStepSlots)), mainHi), e.idx(1), [&](Value slot) {
       Slot first = slotAt(s, slot);
       forLoop(e.idx(0), e.idx(c.kvHeads), e.idx(1), [&](Value kvh) { trigger(first, kvh); });
     });
-    single(slotLo, fullLo);
     forLoop(fullLo, mainHi, e.idx(kStepSlots),
             [&](Value slot) { step(s, slot, kStepSlots, false, t0, t1, lastSlot); });
-    single(mainHi, slotHi);
+    // The other slots, [slotLo, fullLo) and [mainHi, slotHi), one at a time (one loop, so the
+    // single-slot code is emitted once).
+    Value before = e.subi(fullLo, slotLo);
+    Value singles = e.addi(before, e.subi(slotHi, mainHi));
+    forLoop(e.idx(0), singles, e.idx(1), [&](Value i) {
+      Value isBefore = e.cmpi(arith::CmpIPredicate::ult, i, before);
+      Value slot = e.select(isBefore, e.addi(slotLo, i), e.addi(mainHi, e.subi(i, before)));
+      step(s, slot, 1, true, t0, t1, lastSlot);
+    });
 
     // The chunk's partials into the dense kernel's scratch rows (its unit/sub-group layout).
     int64_t denseGs = c.subGroup(), denseUnits = c.kvHeads * (c.group() / denseGs);
