@@ -51,8 +51,8 @@ constexpr float kRescaleSlack = 8.0f;   // probabilities stay <= e^8 between res
 constexpr int64_t kTriggerLines = 2;
 
 struct AmxChunks {
-  AmxChunks(Emitter &e, const KernelConfig &c, const KernelArgs &a, Value capacity,
-            Value numChunks, Value so, Value sm, Value sl)
+  AmxChunks(Emitter &e, const KernelConfig &c, const KernelArgs &a, Value capacity, Value numChunks,
+            Value so, Value sm, Value sl)
       : e(e), c(c), a(a), capacity(capacity), numChunks(numChunks), so(so), sm(sm), sl(sl) {}
 
   Emitter &e;
@@ -87,7 +87,8 @@ struct AmxChunks {
     return amx::TileType::get({rows, colsN}, t);
   }
   Value splatI32(int64_t n, int32_t x) {
-    return arith::ConstantOp::create(b(), DenseElementsAttr::get(vec(n, i32()), b().getI32IntegerAttr(x)));
+    return arith::ConstantOp::create(
+        b(), DenseElementsAttr::get(vec(n, i32()), b().getI32IntegerAttr(x)));
   }
   Value shuffle(Value x, Value y, ArrayRef<int64_t> mask) {
     return vector::ShuffleOp::create(b(), x, y, mask);
@@ -114,11 +115,13 @@ struct AmxChunks {
     int64_t n = cast<VectorType>(i32s.getType()).getNumElements();
     return vector::BitCastOp::create(b(), vec(2 * n, bf16()), i32s);
   }
-  Value iotaBelow16(Value r0, Value r1) {
+  /// The lanes t of a slot with r0 <= t < r1.
+  Value positionMask(Value r0, Value r1) {
     SmallVector<int32_t> lanes(kSlot);
     for (int64_t i = 0; i < kSlot; ++i)
       lanes[i] = int32_t(i);
-    Value iota = arith::ConstantOp::create(b(), DenseElementsAttr::get(vec(kSlot, i32()), ArrayRef(lanes)));
+    Value iota =
+        arith::ConstantOp::create(b(), DenseElementsAttr::get(vec(kSlot, i32()), ArrayRef(lanes)));
     auto splatIdx = [&](Value x) {
       return e.splat(arith::IndexCastOp::create(b(), i32(), x), kSlot);
     };
@@ -237,8 +240,8 @@ struct AmxChunks {
     for (int64_t l = 0; l < 16; ++l)
       swapHalves.push_back(l ^ gs);
     for (int64_t i = 0; i < n; ++i) {
-      Value v = vector::LoadOp::create(b(), vec(16, e.f32()), lg,
-                                       ValueRange{e.idx(j), u, e.idx(16 * i)});
+      Value v =
+          vector::LoadOp::create(b(), vec(16, e.f32()), lg, ValueRange{e.idx(j), u, e.idx(16 * i)});
       folded.push_back(e.addf(v, shuffle(v, v, swapHalves)));
     }
     SmallVector<Value> heads;
@@ -282,14 +285,120 @@ struct AmxChunks {
   /// Copies the valid rows [r0, r1) of the slot's V rows of |kvh| into vscr, zeros elsewhere.
   void sanitizeV(Slot slot, Value kvh, Value r0, Value r1) {
     auto rowType = vec(c.headDim, bf16());
-    Value zeros = arith::ConstantOp::create(
-        b(), DenseElementsAttr::get(rowType, b().getZeroAttr(bf16())));
+    Value zeros =
+        arith::ConstantOp::create(b(), DenseElementsAttr::get(rowType, b().getZeroAttr(bf16())));
     for (int64_t r = 0; r < kSlot; ++r) {
-      Value row = vector::LoadOp::create(b(), rowType, a.v,
-                                         ValueRange{slot.pb, kvh, e.addi(slot.row0, e.idx(r)), e.idx(0)});
+      Value row = vector::LoadOp::create(
+          b(), rowType, a.v, ValueRange{slot.pb, kvh, e.addi(slot.row0, e.idx(r)), e.idx(0)});
       Value ok = arith::AndIOp::create(b(), e.cmpi(arith::CmpIPredicate::sle, r0, e.idx(r)),
                                        e.cmpi(arith::CmpIPredicate::sgt, r1, e.idx(r)));
       vector::StoreOp::create(b(), e.select(ok, row, zeros), vscr, ValueRange{e.idx(r), e.idx(0)});
+    }
+  }
+
+  /// The softmax of unit |u| over a step's logits ([slot][head]; |mask|: the valid lanes of a
+  /// partial slot, null for whole slots): running maxima, the rare rescale, and the probabilities
+  /// as A tiles in pbuf (rows: head, hi/lo, even/odd) with their sums added to lacc.
+  void softmaxStep(Value u, ArrayRef<SmallVector<Value>> logits, Value mask) {
+    int64_t nSlots = logits.size();
+    Value zeros = e.splat(e.cf(0.0f), kSlot);
+    // Per head: the step's max (maxnum: lanes outside the range are -inf, never NaN, and a NaN
+    // logit in range is garbage in any case) updates the true running max, which the partial
+    // reports; the accumulators are rescaled only when it exceeds the reference by more than
+    // the slack.
+    auto loadRef = [&](int64_t h) {
+      return memref::LoadOp::create(b(), mref, ValueRange{u, e.idx(h)}).getResult();
+    };
+    SmallVector<Value> stepMax;
+    Value over;
+    for (int64_t h = 0; h < gs; ++h) {
+      Value slotMax = logits[0][h];
+      for (int64_t j = 1; j < nSlots; ++j)
+        slotMax = arith::MaxNumFOp::create(b(), slotMax, logits[j][h]);
+      stepMax.push_back(e.reduce(vector::CombiningKind::MAXNUMF, slotMax));
+      Value at[] = {u, e.idx(h)};
+      Value mTrue = memref::LoadOp::create(b(), mmax, at);
+      memref::StoreOp::create(b(), arith::MaxNumFOp::create(b(), mTrue, stepMax[h]), mmax, at);
+      Value gt =
+          e.cmpf(arith::CmpFPredicate::OGT, stepMax[h], e.addf(loadRef(h), e.cf(kRescaleSlack)));
+      over = over ? arith::OrIOp::create(b(), over, gt).getResult() : gt;
+    }
+    ifThen(over, [&] {
+      for (int64_t h = 0; h < gs; ++h) {
+        Value mOld = loadRef(h);
+        Value mx = arith::MaxNumFOp::create(b(), mOld, stepMax[h]);
+        Value wasEmpty = e.cmpf(arith::CmpFPredicate::OEQ, mOld, e.negInf());
+        Value alpha = e.select(wasEmpty, e.cf(0.0f), e.exp(e.subf(mOld, mx)));
+        memref::StoreOp::create(b(), mx, mref, ValueRange{u, e.idx(h)});
+        Value a16 = e.splat(alpha, 16);
+        auto scaleRow = [&](Value buf, ValueRange at) {
+          Value row = vector::LoadOp::create(b(), vec(16, e.f32()), buf, at);
+          vector::StoreOp::create(b(), e.mulf(row, a16), buf, at);
+        };
+        scaleRow(lacc, ValueRange{u, e.idx(h), e.idx(0)});
+        for (int64_t t = 0; t < nsl; ++t)
+          for (int64_t r = 0; r < 4; ++r)
+            scaleRow(acc, ValueRange{u, e.idx(t), e.idx((4 * h + r) * 16)});
+      }
+    });
+    // Probabilities, their sums, and p as A tiles (rows: head, hi/lo, even/odd).
+    for (int64_t h = 0; h < gs; ++h) {
+      Value mh = e.splat(loadRef(h), kSlot);
+      Value psum;
+      for (int64_t j = 0; j < nSlots; ++j) {
+        Value p = e.exp(e.subf(logits[j][h], mh));
+        if (mask)
+          p = e.select(mask, p, zeros);
+        psum = psum ? e.addf(psum, p) : p;
+        auto [hi, lo] = splitBf16(p);
+        Value rowsOfHead[4] = {shrui16(hi), hi, shrui16(lo), lo};
+        for (int64_t r = 0; r < 4; ++r)
+          vector::StoreOp::create(b(), asBf16(rowsOfHead[r]), pbuf,
+                                  ValueRange{e.idx(j), e.idx((4 * h + r) * kSlice)});
+      }
+      Value at[] = {u, e.idx(h), e.idx(0)};
+      Value l = vector::LoadOp::create(b(), vec(16, e.f32()), lacc, at);
+      vector::StoreOp::create(b(), e.addf(l, psum), lacc, at);
+    }
+  }
+
+  /// p.V of unit |u| (kv head |kvh|) for the step's slots; V comes from the pool, or from vscr
+  /// for a partial slot.
+  void pvStep(Value u, Value kvh, ArrayRef<Slot> slots, bool partial) {
+    int64_t nSlots = slots.size();
+    // p.V: the accumulators of kAccTilesPerPass slices stay in tiles over the step. Measured
+    // (cache-resident, Llama shapes): 2 accumulators per pass 43 GB/s; 3 or 4, which read p
+    // fewer times, 30 GB/s; loading the next slot's tiles ahead (as in qkTile) 32 GB/s.
+    auto accTile = tile(rowsM, 16, e.f32());
+    auto loadSlot = [&](int64_t j, int64_t t0s, int64_t t1s) {
+      SmallVector<Value> tiles{amx::TileLoadOp::create(
+          b(), tile(rowsM, kSlice, bf16()), pbuf, ValueRange{e.idx(j), e.idx(0)}, e.idx(kSlice))};
+      for (int64_t t = t0s; t < t1s; ++t) {
+        auto vTile = tile(kSlot, kSlice, bf16());
+        tiles.push_back(
+            partial
+                ? amx::TileLoadOp::create(b(), vTile, vscr, ValueRange{e.idx(0), e.idx(t * kSlice)})
+                : amx::TileLoadOp::create(
+                      b(), vTile, a.v,
+                      ValueRange{slots[j].pb, kvh, slots[j].row0, e.idx(t * kSlice)}));
+      }
+      return tiles;
+    };
+    for (int64_t t0s = 0; t0s < nsl; t0s += kAccTilesPerPass) {
+      int64_t t1s = std::min(nsl, t0s + kAccTilesPerPass);
+      SmallVector<Value> accs;
+      for (int64_t t = t0s; t < t1s; ++t)
+        accs.push_back(amx::TileLoadOp::create(b(), accTile, acc, ValueRange{u, e.idx(t), e.idx(0)},
+                                               e.idx(16)));
+      for (int64_t j = 0; j < nSlots; ++j) {
+        SmallVector<Value> cur = loadSlot(j, t0s, t1s);
+        for (int64_t t = t0s; t < t1s; ++t)
+          accs[t - t0s] =
+              amx::TileMulFOp::create(b(), accTile, cur[0], cur[1 + t - t0s], accs[t - t0s]);
+      }
+      for (int64_t t = t0s; t < t1s; ++t)
+        amx::TileStoreOp::create(b(), acc, ValueRange{u, e.idx(t), e.idx(0)}, accs[t - t0s],
+                                 e.idx(16));
     }
   }
 
@@ -318,9 +427,9 @@ struct AmxChunks {
       Value start = e.muli(slot0, e.idx(kSlot));
       r0 = e.maxi(e.subi(t0, start), e.idx(0));
       r1 = e.mini(e.subi(t1, start), e.idx(kSlot));
-      mask = iotaBelow16(r0, r1);
+      mask = positionMask(r0, r1);
     }
-    Value negInfs = e.splat(e.negInf(), kSlot), zeros = e.splat(e.cf(0.0f), kSlot);
+    Value negInfs = e.splat(e.negInf(), kSlot);
     forLoop(e.idx(0), e.idx(units), e.idx(1), [&](Value u) {
       Value kvh = e.divi(u, e.idx(nsub));
       // Logits, masked by position (never by value: rows outside the range may be NaN).
@@ -331,101 +440,10 @@ struct AmxChunks {
           for (Value &lgv : logits.back())
             lgv = e.select(mask, lgv, negInfs);
       }
-      // Per head: the step's max (maxnum: lanes outside the range are -inf, never NaN, and a NaN
-      // logit in range is garbage in any case) updates the true running max, which the partial
-      // reports; the accumulators are rescaled only when it exceeds the reference by more than
-      // the slack.
-      auto loadRef = [&](int64_t h) {
-        return memref::LoadOp::create(b(), mref, ValueRange{u, e.idx(h)}).getResult();
-      };
-      SmallVector<Value> stepMax;
-      Value over;
-      for (int64_t h = 0; h < gs; ++h) {
-        Value slotMax = logits[0][h];
-        for (int64_t j = 1; j < nSlots; ++j)
-          slotMax = arith::MaxNumFOp::create(b(), slotMax, logits[j][h]);
-        stepMax.push_back(e.reduce(vector::CombiningKind::MAXNUMF, slotMax));
-        Value at[] = {u, e.idx(h)};
-        Value mTrue = memref::LoadOp::create(b(), mmax, at);
-        memref::StoreOp::create(b(), arith::MaxNumFOp::create(b(), mTrue, stepMax[h]), mmax, at);
-        Value gt = e.cmpf(arith::CmpFPredicate::OGT, stepMax[h],
-                          e.addf(loadRef(h), e.cf(kRescaleSlack)));
-        over = over ? arith::OrIOp::create(b(), over, gt).getResult() : gt;
-      }
-      ifThen(over, [&] {
-        for (int64_t h = 0; h < gs; ++h) {
-          Value mOld = loadRef(h);
-          Value mx = arith::MaxNumFOp::create(b(), mOld, stepMax[h]);
-          Value wasEmpty = e.cmpf(arith::CmpFPredicate::OEQ, mOld, e.negInf());
-          Value alpha = e.select(wasEmpty, e.cf(0.0f), e.exp(e.subf(mOld, mx)));
-          memref::StoreOp::create(b(), mx, mref, ValueRange{u, e.idx(h)});
-          Value a16 = e.splat(alpha, 16);
-          auto scaleRow = [&](Value buf, ValueRange at) {
-            Value row = vector::LoadOp::create(b(), vec(16, e.f32()), buf, at);
-            vector::StoreOp::create(b(), e.mulf(row, a16), buf, at);
-          };
-          scaleRow(lacc, ValueRange{u, e.idx(h), e.idx(0)});
-          for (int64_t t = 0; t < nsl; ++t)
-            for (int64_t r = 0; r < 4; ++r)
-              scaleRow(acc, ValueRange{u, e.idx(t), e.idx((4 * h + r) * 16)});
-        }
-      });
-      // Probabilities, their sums, and p as A tiles (rows: head, hi/lo, even/odd).
-      for (int64_t h = 0; h < gs; ++h) {
-        Value mh = e.splat(loadRef(h), kSlot);
-        Value psum;
-        for (int64_t j = 0; j < nSlots; ++j) {
-          Value p = e.exp(e.subf(logits[j][h], mh));
-          if (partial)
-            p = e.select(mask, p, zeros);
-          psum = psum ? e.addf(psum, p) : p;
-          auto [hi, lo] = splitBf16(p);
-          Value rowsOfHead[4] = {shrui16(hi), hi, shrui16(lo), lo};
-          for (int64_t r = 0; r < 4; ++r)
-            vector::StoreOp::create(b(), asBf16(rowsOfHead[r]), pbuf,
-                                    ValueRange{e.idx(j), e.idx((4 * h + r) * kSlice)});
-        }
-        Value at[] = {u, e.idx(h), e.idx(0)};
-        Value l = vector::LoadOp::create(b(), vec(16, e.f32()), lacc, at);
-        vector::StoreOp::create(b(), e.addf(l, psum), lacc, at);
-      }
+      softmaxStep(u, logits, mask);
       if (partial)
         sanitizeV(slots[0], kvh, r0, r1);
-      // p.V: the accumulators of kAccTilesPerPass slices stay in tiles over the step. Measured
-      // (cache-resident, Llama shapes): 2 accumulators per pass 43 GB/s; 3 or 4, which read p
-      // fewer times, 30 GB/s; loading the next slot's tiles ahead (as in qkTile) 32 GB/s.
-      auto accTile = tile(rowsM, 16, e.f32());
-      auto loadSlot = [&](int64_t j, int64_t t0s, int64_t t1s) {
-        SmallVector<Value> tiles{amx::TileLoadOp::create(b(), tile(rowsM, kSlice, bf16()), pbuf,
-                                                         ValueRange{e.idx(j), e.idx(0)},
-                                                         e.idx(kSlice))};
-        for (int64_t t = t0s; t < t1s; ++t) {
-          auto vTile = tile(kSlot, kSlice, bf16());
-          tiles.push_back(
-              partial ? amx::TileLoadOp::create(b(), vTile, vscr,
-                                                ValueRange{e.idx(0), e.idx(t * kSlice)})
-                      : amx::TileLoadOp::create(b(), vTile, a.v,
-                                                ValueRange{slots[j].pb, kvh, slots[j].row0,
-                                                           e.idx(t * kSlice)}));
-        }
-        return tiles;
-      };
-      for (int64_t t0s = 0; t0s < nsl; t0s += kAccTilesPerPass) {
-        int64_t t1s = std::min(nsl, t0s + kAccTilesPerPass);
-        SmallVector<Value> accs;
-        for (int64_t t = t0s; t < t1s; ++t)
-          accs.push_back(amx::TileLoadOp::create(b(), accTile, acc,
-                                                 ValueRange{u, e.idx(t), e.idx(0)}, e.idx(16)));
-        for (int64_t j = 0; j < nSlots; ++j) {
-          SmallVector<Value> cur = loadSlot(j, t0s, t1s);
-          for (int64_t t = t0s; t < t1s; ++t)
-            accs[t - t0s] = amx::TileMulFOp::create(b(), accTile, cur[0], cur[1 + t - t0s],
-                                                    accs[t - t0s]);
-        }
-        for (int64_t t = t0s; t < t1s; ++t)
-          amx::TileStoreOp::create(b(), acc, ValueRange{u, e.idx(t), e.idx(0)}, accs[t - t0s],
-                                   e.idx(16));
-      }
+      pvStep(u, kvh, slots, partial);
     });
   }
 
@@ -495,10 +513,10 @@ struct AmxChunks {
       for (int64_t h = 0; h < gs; ++h) {
         Value qh = e.addi(e.muli(u, e.idx(gs)), e.idx(h));
         Value du = e.divi(qh, e.idx(denseGs)), dg = e.remi(qh, e.idx(denseGs));
-        Value row = e.addi(
-            e.muli(e.addi(e.muli(e.addi(e.muli(s, e.idx(denseUnits)), du), numChunks), ci),
-                   e.idx(denseGs)),
-            dg);
+        Value row =
+            e.addi(e.muli(e.addi(e.muli(e.addi(e.muli(s, e.idx(denseUnits)), du), numChunks), ci),
+                          e.idx(denseGs)),
+                   dg);
         // Relative to the true max, as every partial is: o and l times exp(mref - max) <= 1.
         Value mTrue = memref::LoadOp::create(b(), mmax, ValueRange{u, e.idx(h)});
         Value nonEmpty = e.cmpf(arith::CmpFPredicate::OGT, mTrue, e.negInf());
@@ -515,7 +533,8 @@ struct AmxChunks {
           vector::StoreOp::create(b(), e.mulf(shuffle(even, odd, zip), f32s), so,
                                   ValueRange{row, e.idx(t * kSlice)});
         }
-        Value l = vector::LoadOp::create(b(), vec(16, e.f32()), lacc, ValueRange{u, e.idx(h), e.idx(0)});
+        Value l =
+            vector::LoadOp::create(b(), vec(16, e.f32()), lacc, ValueRange{u, e.idx(h), e.idx(0)});
         memref::StoreOp::create(b(), mTrue, sm, ValueRange{row});
         memref::StoreOp::create(b(), e.mulf(e.reduce(vector::CombiningKind::ADD, l), factor), sl,
                                 ValueRange{row});
