@@ -155,11 +155,14 @@ TEST(Numerics, D256_G8_F32) {
 }
 
 // Sliding window and logit softcap follow docs/interfaces.md.
-TEST(Numerics, WindowAndSoftcap) {
-  Shape s = shape(8, 2, 64, 16, DType::f32);
+static Shape windowAndSoftcap(DType t) {
+  Shape s = shape(8, 2, 64, 16, t);
   s.window = 100;
   s.softcap = 5.0f;
-  runDense({"D64 G4 f32 window=100 softcap=5", s, 0});
+  return s;
+}
+TEST(Numerics, WindowAndSoftcap) {
+  runDense({"D64 G4 f32 window=100 softcap=5", windowAndSoftcap(DType::f32), 0});
 }
 
 // A split point fixed at compile time (no segment, no runtime call).
@@ -280,6 +283,8 @@ TEST(Numerics, SparseTopK) {
 // code: HYBRIDGEN_DISABLE_AMX=1 makes hgrt_amx_available() answer 0, so the kernel falls back.
 // Both must match the reference over the same splits (including slots cut by the split point
 // and by the sequence end), group sizes 1/2/4, 1-8 tiles per row and 16-64 token blocks.
+namespace {
+
 class VectorPathOnly {
 public:
   VectorPathOnly() { setenv("HYBRIDGEN_DISABLE_AMX", "1", 1); }
@@ -292,6 +297,8 @@ void runBothPaths(const DenseCase &c) {
   runDense(c);
 }
 
+} // namespace
+
 TEST(Numerics, Amx_D64_G1_BF16) {
   runBothPaths({"D64 G1 bf16 bs16", shape(4, 4, 64, 16, DType::bf16), 0});
 }
@@ -299,10 +306,7 @@ TEST(Numerics, Amx_D256_G2_BF16_bs64) {
   runBothPaths({"D256 G2 bf16 bs64", shape(8, 4, 256, 64, DType::bf16), 0});
 }
 TEST(Numerics, Amx_WindowAndSoftcap_BF16) {
-  Shape s = shape(8, 2, 64, 16, DType::bf16);
-  s.window = 100;
-  s.softcap = 5.0f;
-  runBothPaths({"D64 G4 bf16 window=100 softcap=5", s, 0});
+  runBothPaths({"D64 G4 bf16 window=100 softcap=5", windowAndSoftcap(DType::bf16), 0});
 }
 
 // Where the machine has AMX, the default compile really takes it: its rounding differs from the
