@@ -128,20 +128,6 @@ struct AmxChunks {
     return arith::AndIOp::create(b(), e.cmpi(arith::CmpIPredicate::sge, iota, splatIdx(r0)),
                                  e.cmpi(arith::CmpIPredicate::slt, iota, splatIdx(r1)));
   }
-  void forLoop(Value lb, Value ub, Value step, function_ref<void(Value)> body) {
-    e.loop(lb, ub, step, {}, [&](Value iv, ValueRange) {
-      body(iv);
-      return SmallVector<Value>{};
-    });
-  }
-  void ifThen(Value cond, function_ref<void()> body) {
-    scf::IfOp::create(b(), cond, [&](OpBuilder &nb, Location) {
-      OpBuilder::InsertionGuard guard(b());
-      b().setInsertionPoint(nb.getInsertionBlock(), nb.getInsertionPoint());
-      body();
-      scf::YieldOp::create(b());
-    });
-  }
 
   //===--- q as B tiles -----------------------------------------------------===//
 
@@ -323,7 +309,7 @@ struct AmxChunks {
           e.cmpf(arith::CmpFPredicate::OGT, stepMax[h], e.addf(loadRef(h), e.cf(kRescaleSlack)));
       over = over ? arith::OrIOp::create(b(), over, gt).getResult() : gt;
     }
-    ifThen(over, [&] {
+    e.ifThenElse(over, [&] {
       for (int64_t h = 0; h < gs; ++h) {
         Value mOld = loadRef(h);
         Value mx = arith::MaxNumFOp::create(b(), mOld, stepMax[h]);
@@ -414,7 +400,7 @@ struct AmxChunks {
       Slot ahead;
       if (!partial)
         ahead = slotAt(s, e.mini(e.addi(slot0, e.idx(nSlots + j)), lastSlot));
-      forLoop(e.idx(0), e.idx(c.kvHeads), e.idx(1), [&](Value kvh) {
+      e.forEach(e.idx(0), e.idx(c.kvHeads), e.idx(1), [&](Value kvh) {
         if (!partial)
           trigger(ahead, kvh);
         for (int64_t sub = 0; sub < nsub; ++sub)
@@ -430,7 +416,7 @@ struct AmxChunks {
       mask = positionMask(r0, r1);
     }
     Value negInfs = e.splat(e.negInf(), kSlot);
-    forLoop(e.idx(0), e.idx(units), e.idx(1), [&](Value u) {
+    e.forEach(e.idx(0), e.idx(units), e.idx(1), [&](Value u) {
       Value kvh = e.divi(u, e.idx(nsub));
       // Logits, masked by position (never by value: rows outside the range may be NaN).
       SmallVector<SmallVector<Value>> logits; // [slot][head]
@@ -459,7 +445,7 @@ struct AmxChunks {
     pbuf = memref::AllocaOp::create(b(), MemRefType::get({kStepSlots, rowsM * kSlice}, bf16()));
     vscr = memref::AllocaOp::create(b(), MemRefType::get({kSlot, c.headDim}, bf16()));
     Value zero16 = e.splat(e.cf(0.0f), 16);
-    forLoop(e.idx(0), e.idx(units), e.idx(1), [&](Value u) {
+    e.forEach(e.idx(0), e.idx(units), e.idx(1), [&](Value u) {
       for (int64_t t = 0; t < nsl; ++t)
         for (int64_t r = 0; r < rowsM; ++r)
           vector::StoreOp::create(b(), zero16, acc, ValueRange{u, e.idx(t), e.idx(r * 16)});
@@ -486,17 +472,17 @@ struct AmxChunks {
     Value mainHi = e.addi(fullLo, e.muli(steps, e.idx(kStepSlots)));
     Value lastSlot = e.subi(e.maxi(slotHi, e.idx(1)), e.idx(1));
     // The first step has no step before it to touch its pieces.
-    forLoop(fullLo, e.mini(e.addi(fullLo, e.idx(kStepSlots)), mainHi), e.idx(1), [&](Value slot) {
+    e.forEach(fullLo, e.mini(e.addi(fullLo, e.idx(kStepSlots)), mainHi), e.idx(1), [&](Value slot) {
       Slot first = slotAt(s, slot);
-      forLoop(e.idx(0), e.idx(c.kvHeads), e.idx(1), [&](Value kvh) { trigger(first, kvh); });
+      e.forEach(e.idx(0), e.idx(c.kvHeads), e.idx(1), [&](Value kvh) { trigger(first, kvh); });
     });
-    forLoop(fullLo, mainHi, e.idx(kStepSlots),
-            [&](Value slot) { step(s, slot, kStepSlots, false, t0, t1, lastSlot); });
+    e.forEach(fullLo, mainHi, e.idx(kStepSlots),
+              [&](Value slot) { step(s, slot, kStepSlots, false, t0, t1, lastSlot); });
     // The other slots, [slotLo, fullLo) and [mainHi, slotHi), one at a time (one loop, so the
     // single-slot code is emitted once).
     Value before = e.subi(fullLo, slotLo);
     Value singles = e.addi(before, e.subi(slotHi, mainHi));
-    forLoop(e.idx(0), singles, e.idx(1), [&](Value i) {
+    e.forEach(e.idx(0), singles, e.idx(1), [&](Value i) {
       Value isBefore = e.cmpi(arith::CmpIPredicate::ult, i, before);
       Value slot = e.select(isBefore, e.addi(slotLo, i), e.addi(mainHi, e.subi(i, before)));
       step(s, slot, 1, true, t0, t1, lastSlot);
@@ -509,7 +495,7 @@ struct AmxChunks {
       zip.push_back(i);
       zip.push_back(16 + i);
     }
-    forLoop(e.idx(0), e.idx(units), e.idx(1), [&](Value u) {
+    e.forEach(e.idx(0), e.idx(units), e.idx(1), [&](Value u) {
       for (int64_t h = 0; h < gs; ++h) {
         Value qh = e.addi(e.muli(u, e.idx(gs)), e.idx(h));
         Value du = e.divi(qh, e.idx(denseGs)), dg = e.remi(qh, e.idx(denseGs));
@@ -567,14 +553,7 @@ bool cpu::amxApplies(const KernelConfig &c) {
 }
 
 Value cpu::amxAvailable(ImplicitLocOpBuilder &b, ModuleOp module) {
-  StringRef name = "hgrt_amx_available";
-  auto fn = module.lookupSymbol<func::FuncOp>(name);
-  if (!fn) {
-    OpBuilder::InsertionGuard guard(b);
-    b.setInsertionPointToStart(module.getBody());
-    fn = func::FuncOp::create(b, name, b.getFunctionType({}, {b.getI32Type()}));
-    fn.setPrivate();
-  }
+  func::FuncOp fn = declareFunction(module, "hgrt_amx_available", {}, {b.getI32Type()});
   Value flag = func::CallOp::create(b, fn, ValueRange{}).getResult(0);
   Value zero = arith::ConstantIntOp::create(b, 0, 32);
   return arith::CmpIOp::create(b, arith::CmpIPredicate::ne, flag, zero);

@@ -101,6 +101,31 @@ struct Emitter {
     return SmallVector<Value>(op.getResults());
   }
 
+  /// scf.for over [lb, ub) without loop-carried values.
+  void forEach(Value lb, Value ub, Value step, function_ref<void(Value)> body) {
+    loop(lb, ub, step, {}, [&](Value iv, ValueRange) {
+      body(iv);
+      return SmallVector<Value>{};
+    });
+  }
+
+  /// scf.if without results; |elseBody| may be null.
+  void ifThenElse(Value cond, function_ref<void()> thenBody,
+                  function_ref<void()> elseBody = nullptr) {
+    auto region = [&](function_ref<void()> body) {
+      return [&, body](OpBuilder &nb, Location) {
+        OpBuilder::InsertionGuard guard(b);
+        b.setInsertionPoint(nb.getInsertionBlock(), nb.getInsertionPoint());
+        body();
+        scf::YieldOp::create(b);
+      };
+    };
+    if (elseBody)
+      scf::IfOp::create(b, cond, region(thenBody), region(elseBody));
+    else
+      scf::IfOp::create(b, cond, region(thenBody));
+  }
+
   /// scf.parallel over [0, ubs) with unit steps.
   void parallel(ValueRange ubs, function_ref<void(ValueRange)> body) {
     SmallVector<Value> lbs(ubs.size(), idx(0)), steps(ubs.size(), idx(1));
@@ -200,6 +225,10 @@ bool amxApplies(const KernelConfig &c);
 /// Query heads per AMX unit: the largest of 4, 2, 1 dividing the group (4 heads x 4 rows fill
 /// one 16-row tile).
 int64_t amxSubGroup(const KernelConfig &c);
+/// The private declaration of the external function |name| in |module| (created at the top of the
+/// module on first use): how generated code reaches the runtime's C ABI.
+func::FuncOp declareFunction(ModuleOp module, StringRef name, TypeRange inputs,
+                             TypeRange results = {});
 /// Emits `hgrt_amx_available() != 0` (declaring the runtime function in |module| if needed).
 Value amxAvailable(ImplicitLocOpBuilder &b, ModuleOp module);
 /// Emits the AMX chunk loop: a parallel loop over (sequence, chunk) that writes the same chunk

@@ -259,20 +259,10 @@ func::FuncOp cpu::buildDenseKernel(ModuleOp module, StringRef name, const Kernel
   if (amxApplies(c)) {
     // The runtime knows whether this process may use the tile registers (the OS grants them on
     // request); where it may not, the vector loop below runs instead.
-    scf::IfOp::create(
-        b, amxAvailable(b, module),
-        [&](OpBuilder &nb, Location) {
-          OpBuilder::InsertionGuard guard(b);
-          b.setInsertionPoint(nb.getInsertionBlock(), nb.getInsertionPoint());
-          emitAmxChunks(e, c, args, batch, capacity, numChunks, so, sm, sl);
-          scf::YieldOp::create(b);
-        },
-        [&](OpBuilder &nb, Location) {
-          OpBuilder::InsertionGuard guard(b);
-          b.setInsertionPoint(nb.getInsertionBlock(), nb.getInsertionPoint());
-          e.parallel({batch, units, numChunks}, vectorChunks);
-          scf::YieldOp::create(b);
-        });
+    e.ifThenElse(
+        amxAvailable(b, module),
+        [&] { emitAmxChunks(e, c, args, batch, capacity, numChunks, so, sm, sl); },
+        [&] { e.parallel({batch, units, numChunks}, vectorChunks); });
   } else {
     e.parallel({batch, units, numChunks}, vectorChunks);
   }

@@ -35,15 +35,6 @@ constexpr int64_t kMaxBlockSize = 256;
 /// chunk's time to ~4%. 2048 tokens measured no better than 1024.
 constexpr int64_t kDefaultChunkTokens = 1024;
 
-func::FuncOp declareFunction(ModuleOp module, StringRef name, TypeRange inputs) {
-  if (auto existing = module.lookupSymbol<func::FuncOp>(name))
-    return existing;
-  OpBuilder b = OpBuilder::atBlockBegin(module.getBody());
-  auto fn = func::FuncOp::create(b, module.getLoc(), name, b.getFunctionType(inputs, {}));
-  fn.setPrivate();
-  return fn;
-}
-
 bool hasIdentityLayout(Value v) { return cast<MemRefType>(v.getType()).getLayout().isIdentity(); }
 
 struct LowerAttentionToCPUPass
@@ -165,3 +156,13 @@ struct LowerAttentionToCPUPass
 };
 
 } // namespace
+
+func::FuncOp cpu::declareFunction(ModuleOp module, StringRef name, TypeRange inputs,
+                                  TypeRange results) {
+  if (auto existing = module.lookupSymbol<func::FuncOp>(name))
+    return existing;
+  OpBuilder b = OpBuilder::atBlockBegin(module.getBody());
+  auto fn = func::FuncOp::create(b, module.getLoc(), name, b.getFunctionType(inputs, results));
+  fn.setPrivate();
+  return fn;
+}
