@@ -23,7 +23,8 @@
 // CHECK: amx.tile_store %{{.*}} : memref<8x2x128xf32>, !amx.tile<16x8xf32>
 // CHECK: amx.tile_mulf %{{.*}}, %{{.*}}, %{{.*}} : !amx.tile<16x32xbf16>, !amx.tile<16x32xbf16>, !amx.tile<16x16xf32>
 // CHECK: } else {
-// CHECK: scf.parallel (%{{.*}}, %{{.*}}, %{{.*}}) =
+// CHECK: scf.parallel (%{{[^,]*}}, %{{[^,]*}}, %{{[^,]*}}) =
+// CHECK: memref.alloca() : memref<4x16xf32>
 // The chunk merge is shared by both paths.
 // CHECK: scf.parallel (%{{.*}}, %{{.*}}) =
 

@@ -6,23 +6,30 @@
 !kv = memref<8x2x16x64xbf16>
 !st = memref<1x8xf32>
 
-// A cpu partial becomes a call to a private kernel: one scf.parallel over (sequence, kv-head,
-// chunk) running vectorized online softmax, then one scf.parallel merging the chunks by
-// log-sum-exp. bf16 rows are widened 32 at a time into (even, odd) halves (q permuted alike), a
-// block's logits come out of a transpose-add tree as one vector per head, the softmax statistics
-// of the 4 heads are one vector<4> each, the next blocks are prefetched row by row, and the
-// accumulators are put back in natural order at the end.
+// A cpu partial becomes a call to a private kernel: one scf.parallel over (sequence, kv-head unit
+// group, token chunk) walking blocks and, per block, kv heads with vectorized online softmax, then one
+// scf.parallel merging the chunks by log-sum-exp. bf16 rows are widened 32 at a time into
+// (even, odd) halves (q permuted alike), a block's logits come out of a transpose-add tree as one
+// vector per head, the softmax statistics of the 4 heads are one vector<4> each, the next pieces
+// are prefetched row by row, and the accumulators are put back in natural order at the end.
 // CHECK-LABEL: func.func @dense_bf16
 // CHECK-NOT: hg.partial_attention
 // CHECK: %[[END:.*]] = arith.constant 4611686018427387904 : index
 // CHECK: call @[[KERNEL:__hg_cpu_dense_[a-z0-9_]*]](%{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %[[END]], %{{.*}}, %{{.*}}, %{{.*}}) : (memref<?x8x64xf32>, memref<?x2x16x64xbf16>, memref<?x2x16x64xbf16>, memref<?x?xi32>, memref<?xi32>, index, index, memref<?x8x64xf32>, memref<?x8xf32>, memref<?x8xf32>) -> ()
 // CHECK: func.func private @[[KERNEL]]
-// CHECK: scf.parallel (%{{.*}}, %{{.*}}, %{{.*}}) = {{.*}} {
+// Units are split into groups where (sequence, chunk) pairs are fewer than two per thread.
+// CHECK: call @omp_get_max_threads() : () -> i32
+// CHECK: scf.parallel (%{{[^,]*}}, %{{[^,]*}}, %{{[^,]*}}) = {{.*}} {
 // CHECK: memref.alloca() : memref<4x16xf32>
-// CHECK: memref.alloca() : memref<4x64xf32>
+// CHECK: memref.alloca() : memref<2x4x64xf32>
+// CHECK: memref.alloca() : memref<8x64xf32>
 // CHECK: vector.shuffle %{{.*}} [0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30] : vector<32xf32>, vector<32xf32>
 // CHECK: memref.prefetch %{{.*}}, read, locality<3>, data : memref<?x2x16x64xbf16>
-// CHECK: scf.for {{.*}} -> (vector<4xf32>, vector<4xf32>)
+// Slot-major: blocks, then the kv-head units of a block, each with its statistics from the stack.
+// CHECK: scf.for
+// CHECK: scf.for
+// CHECK: vector.load %{{.*}} : memref<8x64xf32>, vector<16xf32>
+// CHECK: vector.load %{{.*}} : memref<2x4xf32>, vector<4xf32>
 // CHECK: memref.prefetch %{{.*}}, read, locality<3>, data : memref<?x2x16x64xbf16>
 // CHECK: vector.load %{{.*}} : memref<?x2x16x64xbf16>, vector<32xbf16>
 // CHECK: vector.bitcast %{{.*}} : vector<32xbf16> to vector<16xi32>

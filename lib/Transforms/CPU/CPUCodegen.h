@@ -161,13 +161,15 @@ bool bf16Pairs(const KernelConfig &c);
 bool vectorStats(const KernelConfig &c);
 
 /// Emits one block's logits, online-softmax update and V accumulation for the |gs| heads of a
-/// parallel iteration; the accumulators live in |acc| (gs x head_dim f32 on the stack).
+/// parallel iteration; the accumulators live in |acc| (units x gs x head_dim f32 on the stack),
+/// at index |unit|.
 struct DenseBlock {
   Emitter &e;
   const KernelConfig &c;
   Value k, v, table;
   Value scores; // memref<gs x block_size x f32>: logits, then probabilities
-  Value acc;    // memref<gs x head_dim x f32>: unnormalized outputs
+  Value acc;    // memref<units x gs x head_dim x f32>: unnormalized outputs
+  Value unit;   // the kv-head unit whose accumulators acc[unit] the block updates
 
   /// Asks for block |blk|'s rows of this kv-head in K and V. Each block is a separate 4 KiB-ish
   /// piece of the pool (pages apart), which hardware prefetchers do not follow across.
@@ -185,7 +187,9 @@ struct DenseBlock {
   /// Logits of every row of the block into |scores|. Rows outside the token range are computed
   /// too (they are in the block, so in bounds) and masked by position afterwards: their values
   /// never reach the softmax, and the row groups stay static and fully unrolled.
-  void logitsByTree(Value pb, Value kvh, ArrayRef<Value> qv, Value pbNext);
+  /// With |pbNext|, also prefetches the rows of kv head |kvhNext| in pool block |pbNext|, one
+  /// row per row computed.
+  void logitsByTree(Value pb, Value kvh, ArrayRef<Value> qv, Value pbNext, Value kvhNext);
   /// Logits of rows [r0, r1) one row at a time (dot widths that are not a power of two).
   void logitsByRow(Value pb, Value kvh, Value r0, Value r1, ArrayRef<Value> qv);
   /// acc[g, tile] = acc[g, tile] * alpha[g] + sum over rows [lb, ub) of p[g, r] * V[r, tile], for
@@ -195,7 +199,7 @@ struct DenseBlock {
   void accumulateV(Value pb, Value kvh, Value lb, Value ub, int64_t unroll, ArrayRef<Value> alpha);
   /// One block: returns the new (max..., sum...) of the |gs| heads.
   SmallVector<Value> block(Value s, Value kvh, Value blk, Value t0, Value t1, ArrayRef<Value> qv,
-                           ValueRange state, Value pbNext);
+                           ValueRange state, Value pbNext, Value kvhNext);
 };
 
 /// Emits the kernel function for |config| named |name| at the end of |module|. The signature is

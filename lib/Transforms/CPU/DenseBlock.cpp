@@ -1,7 +1,7 @@
 //===- DenseBlock.cpp - one KV block of the dense CPU attention kernel -----===//
 //
-// The code the dense kernel (DenseKernel.cpp) emits for one KV block of one (sequence, kv-head
-// unit, chunk) iteration: q.k logits of the sub-group's heads, the online-softmax update and the
+// The code the dense kernel (DenseKernel.cpp) emits for one KV block of one kv-head unit in a
+// (sequence, chunk) iteration: q.k logits of the sub-group's heads, the online-softmax update and the
 // V accumulation, plus the software prefetch of later blocks.
 //
 //===----------------------------------------------------------------------===//
@@ -165,7 +165,8 @@ SmallVector<Value> DenseBlock::rowPartials(Value pb, Value kvh, Value r, ArrayRe
 /// Logits of every row of the block into |scores|. Rows outside the token range are computed
 /// too (they are in the block, so in bounds) and masked by position afterwards: their values
 /// never reach the softmax, and the row groups stay static and fully unrolled.
-void DenseBlock::logitsByTree(Value pb, Value kvh, ArrayRef<Value> qv, Value pbNext) {
+void DenseBlock::logitsByTree(Value pb, Value kvh, ArrayRef<Value> qv, Value pbNext,
+                              Value kvhNext) {
   int64_t gs = c.subGroup(), bs = c.blockSize, rows = treeRows(c);
   // Heads per pass over the group's rows: each head keeps up to log2(rows)+1 tree vectors
   // live, so 4 heads plus the K slice stay within the 32 zmm of AVX-512. f32 rows are used as
@@ -183,7 +184,7 @@ void DenseBlock::logitsByTree(Value pb, Value kvh, ArrayRef<Value> qv, Value pbN
       for (int64_t i = 0; i < rows; ++i) {
         Value r = e.addi(r0, e.idx(i));
         if (g0 == 0 && pbNext)
-          prefetchRow(pbNext, kvh, r);
+          prefetchRow(pbNext, kvhNext, r);
         SmallVector<Value> part = rowPartials(pb, kvh, r, qv, g0, g1);
         for (int64_t g = g0; g < g1; ++g)
           trees[g - g0].push(part[g - g0]);
@@ -223,7 +224,7 @@ void DenseBlock::accumulateV(Value pb, Value kvh, Value lb, Value ub, int64_t un
       Value a = e.splat(alpha[g], w);
       for (int64_t i = 0; i < np; ++i)
         tile.push_back(e.mulf(
-            vector::LoadOp::create(e.b, pieceType, acc, ValueRange{e.idx(g), e.idx(col + i * w)}),
+            vector::LoadOp::create(e.b, pieceType, acc, ValueRange{unit, e.idx(g), e.idx(col + i * w)}),
             a));
     }
     tile = e.loop(lb, ub, e.idx(unroll), tile, [&](Value r0, ValueRange a) {
@@ -243,13 +244,14 @@ void DenseBlock::accumulateV(Value pb, Value kvh, Value lb, Value ub, int64_t un
     for (int64_t g = 0; g < gs; ++g)
       for (int64_t i = 0; i < np; ++i)
         vector::StoreOp::create(e.b, tile[g * np + i], acc,
-                                ValueRange{e.idx(g), e.idx(col + i * w)});
+                                ValueRange{unit, e.idx(g), e.idx(col + i * w)});
   }
 }
 
 /// One block: returns the new (max..., sum...) of the |gs| heads.
 SmallVector<Value> DenseBlock::block(Value s, Value kvh, Value blk, Value t0, Value t1,
-                                     ArrayRef<Value> qv, ValueRange state, Value pbNext) {
+                                     ArrayRef<Value> qv, ValueRange state, Value pbNext,
+                                     Value kvhNext) {
   int64_t gs = c.subGroup(), bs = c.blockSize;
   ImplicitLocOpBuilder &b = e.b;
   Value pb = e.loadIndex(table, {s, blk});
@@ -260,7 +262,7 @@ SmallVector<Value> DenseBlock::block(Value s, Value kvh, Value blk, Value t0, Va
   // Lanes outside [r0, r1) hold stale values (or logits of rows outside the range) and are
   // masked below.
   if (treeRows(c))
-    logitsByTree(pb, kvh, qv, pbNext);
+    logitsByTree(pb, kvh, qv, pbNext, kvhNext);
   else
     logitsByRow(pb, kvh, r0, r1, qv);
 
