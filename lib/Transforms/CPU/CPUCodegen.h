@@ -139,11 +139,6 @@ struct Emitter {
 
 //===- Per-block code of the dense kernel (DenseBlock.cpp) ------------------===//
 
-/// Blocks ahead that the dense kernel prefetches. Measured here (one thread, 64K bf16 tokens): 1
-/// and 3 are within noise of 2, 4 is slower; prefetches into L2 only (locality 1/2) are 15-20%
-/// slower.
-constexpr int64_t kPrefetchDistance = 2;
-
 /// Rows of a block whose logits one sum tree produces: the largest power of two <= the dot width
 /// dividing the block size; 0 when the dot width is not a power of two (odd head dims), where the
 /// row-by-row path is used.
@@ -171,11 +166,10 @@ struct DenseBlock {
   Value acc;    // memref<units x gs x head_dim x f32>: unnormalized outputs
   Value unit;   // the kv-head unit whose accumulators acc[unit] the block updates
 
-  /// Asks for block |blk|'s rows of this kv-head in K and V. Each block is a separate 4 KiB-ish
-  /// piece of the pool (pages apart), which hardware prefetchers do not follow across.
+  /// Asks for block |blk|'s rows of this kv-head in K and V.
   void prefetchBlock(Value s, Value kvh, Value blk);
-  /// The cache lines of row |r| of pool block |pb| in K and V.
-  void prefetchRow(Value pb, Value kvh, Value r);
+  /// The cache lines of row |r| of kv head |kvh| in pool block |pb| of |pool| (K or V).
+  void prefetchRow(Value pool, Value pb, Value kvh, Value r);
   /// Columns [col, col + width) of row |r| as dot-width f32 slices, in the (even, odd) order of
   /// bf16Pairs when it applies.
   SmallVector<Value> loadSlices(Value pool, Value pb, Value kvh, Value r, int64_t col,
@@ -187,17 +181,19 @@ struct DenseBlock {
   /// Logits of every row of the block into |scores|. Rows outside the token range are computed
   /// too (they are in the block, so in bounds) and masked by position afterwards: their values
   /// never reach the softmax, and the row groups stay static and fully unrolled.
-  /// With |pbNext|, also prefetches the rows of kv head |kvhNext| in pool block |pbNext|, one
-  /// row per row computed.
-  void logitsByTree(Value pb, Value kvh, ArrayRef<Value> qv, Value pbNext, Value kvhNext);
+  /// Meanwhile it prefetches the block's V rows, one row per row computed.
+  void logitsByTree(Value pb, Value kvh, ArrayRef<Value> qv);
   /// Logits of rows [r0, r1) one row at a time (dot widths that are not a power of two).
   void logitsByRow(Value pb, Value kvh, Value r0, Value r1, ArrayRef<Value> qv);
   /// acc[g, tile] = acc[g, tile] * alpha[g] + sum over rows [lb, ub) of p[g, r] * V[r, tile], for
   /// each column tile, |unroll| rows per loop iteration. Tiling the columns keeps one tile's
   /// accumulators of all heads in registers; each tile reads its own part of the V rows, so V
-  /// still comes from memory (L1 after the first tile) once.
-  void accumulateV(Value pb, Value kvh, Value lb, Value ub, int64_t unroll, ArrayRef<Value> alpha);
-  /// One block: returns the new (max..., sum...) of the |gs| heads.
+  /// still comes from memory (L1 after the first tile) once. With |pbNext|, the first tile
+  /// prefetches the K rows of kv head |kvhNext| in pool block |pbNext|, one row per row.
+  void accumulateV(Value pb, Value kvh, Value lb, Value ub, int64_t unroll, ArrayRef<Value> alpha,
+                   Value pbNext, Value kvhNext);
+  /// One block: returns the new (max..., sum...) of the |gs| heads. (|pbNext|, |kvhNext|) is the
+  /// piece (pool block, kv head) the caller computes next, whose K rows it prefetches.
   SmallVector<Value> block(Value s, Value kvh, Value blk, Value t0, Value t1, ArrayRef<Value> qv,
                            ValueRange state, Value pbNext, Value kvhNext);
 };

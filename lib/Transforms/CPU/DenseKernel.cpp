@@ -139,8 +139,9 @@ func::FuncOp cpu::buildDenseKernel(ModuleOp module, StringRef name, const Kernel
   // in a block unit by unit, so K and V are read as whole contiguous pool blocks (all kv heads of
   // a block lie together) rather than one kv head's pieces a block stride apart. Per unit the
   // accumulators, statistics and scaled q wait on the stack. Measured against the head-major
-  // order (f32, Llama shapes, three interleaved runs): 128K tokens at batch 4 0.67-0.74 ->
-  // 0.75-0.81 of the roof, other cases within noise; without software prefetch 0.55 -> 0.69.
+  // order (f32, Llama shapes, three interleaved runs, the prefetch of that time): 128K tokens at
+  // batch 4 0.67-0.74 -> 0.75-0.81 of the roof, other cases within noise; without software
+  // prefetch 0.55 -> 0.69. It also lets the prefetch work half a piece ahead (DenseBlock::block).
   // Where (sequence, chunk) pairs are too few to give every thread two, the units are split into
   // groups [u0, u1), one more parallel dimension.
   auto vectorChunks = [&](ValueRange ivs, Value unitGroups) {
@@ -201,27 +202,17 @@ func::FuncOp cpu::buildDenseKernel(ModuleOp module, StringRef name, const Kernel
     Value blkLo = e.divi(t0, e.idx(bs));
     Value blkHi = e.select(e.cmpi(arith::CmpIPredicate::slt, t0, t1), e.ceilDiv(t1, bs), blkLo);
 
-    // Prefetch works in pieces (one unit's rows of one block, in slot-major order), a fixed
-    // number of pieces ahead; a piece past the chunk's end is clamped to its last block.
-    // (block, kv head) of the piece |ahead| pieces after unit |u| of block |blk|:
-    auto piece = [&](Value blk, Value u, int64_t ahead) {
-      Value lin = e.addi(e.addi(e.muli(blk, n), e.subi(u, u0)), e.idx(ahead));
+    // The piece (block, kv head) computed after unit |u| of block |blk|, whose K rows the block
+    // code prefetches (see DenseBlock::block); past the chunk's end, clamped to its last block.
+    auto nextPiece = [&](Value blk, Value u) {
+      Value lin = e.addi(e.addi(e.muli(blk, n), e.subi(u, u0)), e.idx(1));
       Value pblk = e.mini(e.divi(lin, n), e.subi(blkHi, e.idx(1)));
       Value pkvh = e.divi(e.addi(u0, e.remi(lin, n)), e.idx(nsub));
       return std::make_pair(pblk, pkvh);
     };
-    // The first pieces of a chunk have no earlier piece to prefetch them.
-    for (int64_t i = 0; i < kPrefetchDistance; ++i) {
-      Value lin = e.addi(e.muli(blkLo, n), e.idx(i));
-      e.ifThenElse(e.cmpi(arith::CmpIPredicate::slt, e.divi(lin, n), blkHi), [&] {
-        std::pair<Value, Value> p = piece(blkLo, u0, i);
-        body.prefetchBlock(s, p.second, p.first);
-      });
-    }
-    // With the tree path, the prefetch is spread over the rows of the current piece (one row of
-    // K and V per row computed): a burst of a whole piece's prefetches fills the line-fill
-    // buffers and stalls the math behind it (measured: +20-35% at 16K-64K tokens over the burst).
-    bool spread = treeRows(c) != 0;
+    // The first piece of a chunk has no earlier piece to prefetch it.
+    e.ifThenElse(e.cmpi(arith::CmpIPredicate::slt, blkLo, blkHi),
+                 [&] { body.prefetchBlock(s, e.divi(u0, e.idx(nsub)), blkLo); });
     auto statsType = VectorType::get({gs}, e.f32());
     e.forEach(blkLo, blkHi, e.idx(1), [&](Value blk) {
       e.forEach(u0, u1, e.idx(1), [&](Value u) {
@@ -241,15 +232,10 @@ func::FuncOp cpu::buildDenseKernel(ModuleOp module, StringRef name, const Kernel
             for (int64_t g = 0; g < gs; ++g)
               state.push_back(memref::LoadOp::create(b, stat, ValueRange{u, e.idx(g)}));
         }
-        std::pair<Value, Value> next = piece(blk, u, kPrefetchDistance);
-        SmallVector<Value> updated;
-        if (spread) {
-          Value pbNext = e.loadIndex(table, {s, next.first});
-          updated = body.block(s, kvh, blk, t0, t1, qv, state, pbNext, next.second);
-        } else {
-          body.prefetchBlock(s, next.second, next.first);
-          updated = body.block(s, kvh, blk, t0, t1, qv, state, Value(), Value());
-        }
+        std::pair<Value, Value> next = nextPiece(blk, u);
+        Value pbNext = e.loadIndex(table, {s, next.first});
+        SmallVector<Value> updated =
+            body.block(s, kvh, blk, t0, t1, qv, state, pbNext, next.second);
         if (vectorStats(c)) {
           vector::StoreOp::create(b, updated[0], mStat, ValueRange{u, e.idx(0)});
           vector::StoreOp::create(b, updated[1], lStat, ValueRange{u, e.idx(0)});
