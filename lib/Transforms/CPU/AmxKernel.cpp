@@ -24,7 +24,8 @@
 // - Memory order: the K pass of a step walks slot-major (all kv heads of a slot, i.e. whole
 //   contiguous blocks of the pool) so the hardware prefetchers see long streams; per kv head 4 KiB
 //   pieces 32 KiB apart measured ~20% slower even as a plain sum. The first lines of every piece
-//   of the next step are touched early (kTriggerLines), which starts those streams sooner.
+//   two slots ahead are touched early (kTriggerLines, kTriggerAhead), which starts those streams
+//   sooner.
 // - Slots not entirely inside the chunk's token range (at most two per chunk) run one at a time,
 //   with their valid V rows copied into a zeroed scratch tile: 0 * NaN is NaN in a tile multiply,
 //   and rows outside the range may hold anything. Their logits are masked by position.
@@ -45,10 +46,15 @@ constexpr int64_t kSlice = 32;          // head-dim elements per tile row (64 by
 constexpr int64_t kStepSlots = 8;       // slots whose p.V products share one accumulator load
 constexpr int64_t kAccTilesPerPass = 2; // output tiles live at once (see the p.V loop)
 constexpr float kRescaleSlack = 8.0f;   // probabilities stay <= e^8 between rescales
-// Lines touched per piece of the next step. Measured at 128K tokens, one thread: 2-4 lines
-// 0.76-0.88 of the roof; 8, 16 and 64 lines 0.77, 0.74, 0.64: more software prefetches take the
-// line-fill buffers that the tile loads need.
+// Lines touched per piece ahead. Measured at 128K tokens, one thread: 2-4 lines 0.76-0.88 of the
+// roof; 8, 16 and 64 lines 0.77, 0.74, 0.64: more software prefetches take the line-fill buffers
+// that the tile loads need. Prefetching every line of the next piece in q.k order (as the vector
+// kernel does) measured 0.50-0.81.
 constexpr int64_t kTriggerLines = 2;
+// Slots ahead whose pieces the q.k pass touches. Measured (16K-128K tokens, 1 and 2 threads, two
+// interleaved runs, the VM's AMX slow mode left out): 1 slot 0.54-0.92, 2 slots 0.75-0.86 (median
+// 0.81), 3 slots 0.78-0.85, 8 (a whole step) 0.74-0.85 (median 0.78).
+constexpr int64_t kTriggerAhead = 2;
 
 struct AmxChunks {
   AmxChunks(Emitter &e, const KernelConfig &c, const KernelArgs &a, Value capacity, Value numChunks,
@@ -395,11 +401,12 @@ struct AmxChunks {
     for (int64_t j = 0; j < nSlots; ++j)
       slots.push_back(slotAt(s, e.addi(slot0, e.idx(j))));
 
-    // q.k for every slot and unit, slot-major; the next step's pieces are touched meanwhile.
+    // q.k for every slot and unit, slot-major; the pieces kTriggerAhead slots on are touched
+    // meanwhile.
     for (int64_t j = 0; j < nSlots; ++j) {
       Slot ahead;
       if (!partial)
-        ahead = slotAt(s, e.mini(e.addi(slot0, e.idx(nSlots + j)), lastSlot));
+        ahead = slotAt(s, e.mini(e.addi(slot0, e.idx(kTriggerAhead + j)), lastSlot));
       e.forEach(e.idx(0), e.idx(c.kvHeads), e.idx(1), [&](Value kvh) {
         if (!partial)
           trigger(ahead, kvh);
