@@ -48,9 +48,8 @@ def HGLowerAttentionToCPU : Pass<"hg-lower-attention-to-cpu", "::mlir::ModuleOp"
     kernel function that is parallel over (sequence, kv-head group, token chunk) with
     `scf.parallel`, runs an online softmax per chunk in vector-dialect code with f32 accumulation
     (all query heads of a GQA group together, so each K/V row is read once per kv-head), and merges
-    chunk partials by
-    log-sum-exp. `hg.merge` becomes vector loops. With `all-devices`, partials placed on other devices
-    are lowered to CPU code too (the no-GPU fallback).
+    chunk partials by log-sum-exp. `hg.merge` becomes vector loops. With `all-devices`, partials
+    placed on other devices are lowered to CPU code too (the no-GPU fallback).
   }];
   let options = [
     Option<"allDevices", "all-devices", "bool", /*default=*/"false",

@@ -166,8 +166,8 @@ struct DenseBlock {
   Value acc;    // memref<units x gs x head_dim x f32>: unnormalized outputs
   Value unit;   // the kv-head unit whose accumulators acc[unit] the block updates
 
-  /// Asks for block |blk|'s rows of this kv-head in K and V.
-  void prefetchBlock(Value s, Value kvh, Value blk);
+  /// Asks for the K and V rows of kv head |kvh| in pool block |pb|.
+  void prefetchPiece(Value pb, Value kvh);
   /// The cache lines of row |r| of kv head |kvh| in pool block |pb| of |pool| (K or V).
   void prefetchRow(Value pool, Value pb, Value kvh, Value r);
   /// Columns [col, col + width) of row |r| as dot-width f32 slices, in the (even, odd) order of

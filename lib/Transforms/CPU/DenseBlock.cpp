@@ -1,8 +1,8 @@
 //===- DenseBlock.cpp - one KV block of the dense CPU attention kernel -----===//
 //
 // The code the dense kernel (DenseKernel.cpp) emits for one KV block of one kv-head unit in a
-// (sequence, chunk) iteration: q.k logits of the sub-group's heads, the online-softmax update and the
-// V accumulation, plus the software prefetch of later blocks.
+// (sequence, chunk) iteration: q.k logits of the sub-group's heads, the online-softmax update and
+// the V accumulation, plus the software prefetch of the rows it reads next.
 //
 //===----------------------------------------------------------------------===//
 #include "CPUCodegen.h"
@@ -97,9 +97,8 @@ bool cpu::vectorStats(const KernelConfig &c) {
   return gs > 1 && llvm::isPowerOf2_64(gs) && llvm::isPowerOf2_64(bs) && gs <= bs;
 }
 
-/// Asks for block |blk|'s rows of this kv-head in K and V.
-void DenseBlock::prefetchBlock(Value s, Value kvh, Value blk) {
-  Value pb = e.loadIndex(table, {s, blk});
+/// Asks for the K and V rows of kv head |kvh| in pool block |pb|.
+void DenseBlock::prefetchPiece(Value pb, Value kvh) {
   e.forEach(e.idx(0), e.idx(c.blockSize), e.idx(1), [&](Value r) {
     prefetchRow(k, pb, kvh, r);
     prefetchRow(v, pb, kvh, r);
@@ -221,7 +220,8 @@ void DenseBlock::accumulateV(Value pb, Value kvh, Value lb, Value ub, int64_t un
       Value a = e.splat(alpha[g], w);
       for (int64_t i = 0; i < np; ++i)
         tile.push_back(e.mulf(
-            vector::LoadOp::create(e.b, pieceType, acc, ValueRange{unit, e.idx(g), e.idx(col + i * w)}),
+            vector::LoadOp::create(e.b, pieceType, acc,
+                                   ValueRange{unit, e.idx(g), e.idx(col + i * w)}),
             a));
     }
     tile = e.loop(lb, ub, e.idx(unroll), tile, [&](Value r0, ValueRange a) {
@@ -273,10 +273,7 @@ SmallVector<Value> DenseBlock::block(Value s, Value kvh, Value blk, Value t0, Va
     logitsByTree(pb, kvh, qv);
   } else {
     if (pbNext)
-      e.forEach(e.idx(0), e.idx(bs), e.idx(1), [&](Value r) {
-        prefetchRow(k, pbNext, kvhNext, r);
-        prefetchRow(v, pbNext, kvhNext, r);
-      });
+      prefetchPiece(pbNext, kvhNext);
     logitsByRow(pb, kvh, r0, r1, qv);
   }
 

@@ -1,9 +1,10 @@
 //===- DenseKernel.cpp - the flash-decoding CPU kernel of hg.partial_attention ===//
 //
 // One scf.parallel over (sequence, kv-head unit group, token chunk) runs an online softmax per
-// chunk and kv-head unit into scratch; a second scf.parallel merges the chunks of each (sequence, query head) by
-// log-sum-exp. Inside a chunk the kernel walks the KV blocks it overlaps, and in each block its
-// kv heads, so every K and V row of a kv-head is read once for all query heads of its group.
+// chunk and kv-head unit into scratch; a second scf.parallel merges the chunks of each (sequence,
+// query head) by log-sum-exp. Inside a chunk the kernel walks the KV blocks it overlaps, and in
+// each block its kv heads, so every K and V row of a kv-head is read once for all query heads of
+// its group.
 //
 //===----------------------------------------------------------------------===//
 #include "CPUCodegen.h"
@@ -211,8 +212,9 @@ func::FuncOp cpu::buildDenseKernel(ModuleOp module, StringRef name, const Kernel
       return std::make_pair(pblk, pkvh);
     };
     // The first piece of a chunk has no earlier piece to prefetch it.
-    e.ifThenElse(e.cmpi(arith::CmpIPredicate::slt, blkLo, blkHi),
-                 [&] { body.prefetchBlock(s, e.divi(u0, e.idx(nsub)), blkLo); });
+    e.ifThenElse(e.cmpi(arith::CmpIPredicate::slt, blkLo, blkHi), [&] {
+      body.prefetchPiece(e.loadIndex(table, {s, blkLo}), e.divi(u0, e.idx(nsub)));
+    });
     auto statsType = VectorType::get({gs}, e.f32());
     e.forEach(blkLo, blkHi, e.idx(1), [&](Value blk) {
       e.forEach(u0, u1, e.idx(1), [&](Value u) {
@@ -284,11 +286,10 @@ func::FuncOp cpu::buildDenseKernel(ModuleOp module, StringRef name, const Kernel
   };
   auto runVectorChunks = [&] {
     // Unit groups: enough (sequence, chunk, group) iterations for two per OpenMP thread.
+    func::FuncOp maxThreads =
+        declareFunction(module, "omp_get_max_threads", {}, {b.getI32Type()});
     Value threads = arith::IndexCastOp::create(
-        b, b.getIndexType(),
-        func::CallOp::create(b, declareFunction(module, "omp_get_max_threads", {}, {b.getI32Type()}),
-                             ValueRange{})
-            .getResult(0));
+        b, b.getIndexType(), func::CallOp::create(b, maxThreads, ValueRange{}).getResult(0));
     Value items = e.muli(batch, numChunks);
     Value wanted = e.divi(e.addi(e.muli(threads, e.idx(2)), e.subi(items, e.idx(1))), items);
     Value unitGroups = e.mini(e.maxi(wanted, e.idx(1)), units);
