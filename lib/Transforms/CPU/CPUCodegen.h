@@ -155,16 +155,19 @@ bool bf16Pairs(const KernelConfig &c);
 /// needs a power-of-two group no wider than a power-of-two block for the max/sum trees.
 bool vectorStats(const KernelConfig &c);
 
-/// Emits one block's logits, online-softmax update and V accumulation for the |gs| heads of a
-/// parallel iteration; the accumulators live in |acc| (units x gs x head_dim f32 on the stack),
-/// at index |unit|.
+/// Emits one block's logits, online-softmax update and V accumulation for the |gs| heads of one
+/// kv-head unit; the unit's scaled q, accumulators and statistics live on the stack, at index
+/// |unit|, between blocks.
 struct DenseBlock {
   Emitter &e;
   const KernelConfig &c;
   Value k, v, table;
   Value scores; // memref<gs x block_size x f32>: logits, then probabilities
   Value acc;    // memref<units x gs x head_dim x f32>: unnormalized outputs
-  Value unit;   // the kv-head unit whose accumulators acc[unit] the block updates
+  Value qs;     // memref<q_heads x head_dim x f32>: q scaled, as slices (see the dense kernel)
+  Value maxes;  // memref<units x gs x f32>: running maxima
+  Value sums;   // memref<units x gs x f32>: running probability sums
+  Value unit;   // the kv-head unit the block updates
 
   /// Asks for the K and V rows of kv head |kvh| in pool block |pb|.
   void prefetchPiece(Value pb, Value kvh);
@@ -192,10 +195,10 @@ struct DenseBlock {
   /// prefetches the K rows of kv head |kvhNext| in pool block |pbNext|, one row per row.
   void accumulateV(Value pb, Value kvh, Value lb, Value ub, int64_t unroll, ArrayRef<Value> alpha,
                    Value pbNext, Value kvhNext);
-  /// One block: returns the new (max..., sum...) of the |gs| heads. (|pbNext|, |kvhNext|) is the
-  /// piece (pool block, kv head) the caller computes next, whose K rows it prefetches.
-  SmallVector<Value> block(Value s, Value kvh, Value blk, Value t0, Value t1, ArrayRef<Value> qv,
-                           ValueRange state, Value pbNext, Value kvhNext);
+  /// One block of unit |unit| (kv head |kvh|): updates acc, maxes and sums at |unit|.
+  /// (|pbNext|, |kvhNext|) is the piece (pool block, kv head) the caller computes next, whose K
+  /// rows it prefetches.
+  void block(Value s, Value kvh, Value blk, Value t0, Value t1, Value pbNext, Value kvhNext);
 };
 
 /// Emits the kernel function for |config| named |name| at the end of |module|. The signature is

@@ -247,12 +247,29 @@ void DenseBlock::accumulateV(Value pb, Value kvh, Value lb, Value ub, int64_t un
   }
 }
 
-/// One block: returns the new (max..., sum...) of the |gs| heads.
-SmallVector<Value> DenseBlock::block(Value s, Value kvh, Value blk, Value t0, Value t1,
-                                     ArrayRef<Value> qv, ValueRange state, Value pbNext,
-                                     Value kvhNext) {
-  int64_t gs = c.subGroup(), bs = c.blockSize;
+/// One block of unit |unit|: updates acc[unit], maxes[unit] and sums[unit].
+void DenseBlock::block(Value s, Value kvh, Value blk, Value t0, Value t1, Value pbNext,
+                       Value kvhNext) {
+  int64_t gs = c.subGroup(), bs = c.blockSize, w = c.dotWidth();
   ImplicitLocOpBuilder &b = e.b;
+  SmallVector<Value> qv;
+  for (int64_t g = 0; g < gs; ++g) {
+    Value h = e.addi(e.muli(unit, e.idx(gs)), e.idx(g));
+    for (int64_t col = 0; col < c.headDim; col += w)
+      qv.push_back(vector::LoadOp::create(b, VectorType::get({w}, e.f32()), qs,
+                                          ValueRange{h, e.idx(col)}));
+  }
+  // The statistics: (max, sum) as two vector<gs> with vectorStats, else gs maxima then gs sums.
+  SmallVector<Value> state;
+  if (vectorStats(c)) {
+    for (Value stat : {maxes, sums})
+      state.push_back(vector::LoadOp::create(b, VectorType::get({gs}, e.f32()), stat,
+                                             ValueRange{unit, e.idx(0)}));
+  } else {
+    for (Value stat : {maxes, sums})
+      for (int64_t g = 0; g < gs; ++g)
+        state.push_back(memref::LoadOp::create(b, stat, ValueRange{unit, e.idx(g)}));
+  }
   Value pb = e.loadIndex(table, {s, blk});
   Value rowBase = e.muli(blk, e.idx(bs));
   Value r0 = e.maxi(e.subi(t0, rowBase), e.idx(0));
@@ -265,9 +282,9 @@ SmallVector<Value> DenseBlock::block(Value s, Value kvh, Value blk, Value t0, Va
   // V is accumulated, one row per row computed (a burst of a whole piece's prefetches fills the
   // line-fill buffers and stalls the math behind it). Measured with the slot-major walk (f32 and
   // bf16 vector kernel, 16K-128K tokens, 1 and 2 threads, interleaved runs): whole pieces two
-  // ahead 0.59-0.86 of the roof, one ahead 0.77-0.98, this 0.82-0.92 (f32) and bf16 0.45-0.53 ->
-  // 0.58-0.74. The hardware prefetchers alone reach ~0.69; every 2nd or 8th row, or only K,
-  // 0.61-0.70; into L2 only (locality 1/2) 15-20% slower.
+  // ahead 0.59-0.86 of the roof, one ahead 0.77-0.98, this 0.82-0.98 (f32) and bf16 0.45-0.53 ->
+  // 0.58-0.74. The hardware prefetchers alone reach ~0.69; every 2nd or 8th row 0.59-0.68, only
+  // K 0.61-0.70; into L2 only (locality 1/2, measured on the earlier head-major walk) 0.62-0.72.
   Value nextK = treeRows(c) ? pbNext : Value();
   if (treeRows(c)) {
     logitsByTree(pb, kvh, qv);
@@ -292,7 +309,7 @@ SmallVector<Value> DenseBlock::block(Value s, Value kvh, Value blk, Value t0, Va
   Value negInfs = e.splat(e.negInf(), bs);
   auto rowType = VectorType::get({bs}, e.f32());
 
-  SmallVector<Value> lgs, alpha(gs), result;
+  SmallVector<Value> lgs, alpha(gs);
   for (int64_t g = 0; g < gs; ++g) {
     Value lg = vector::LoadOp::create(b, rowType, scores, ValueRange{e.idx(g), e.idx(0)});
     if (c.softcap > 0) {
@@ -321,26 +338,28 @@ SmallVector<Value> DenseBlock::block(Value s, Value kvh, Value blk, Value t0, Va
     // The probability sums use plain reductions: a sum tree would save ~1% more, but the
     // pipeline IR test (test/Pipelines/hg-cpu-pipeline-ir.mlir) expects the kernel to keep
     // a vector.reduce.fadd.
-    SmallVector<Value> sums;
+    SmallVector<Value> headSums;
     for (int64_t g = 0; g < gs; ++g) {
-      sums.push_back(e.reduce(vector::CombiningKind::ADD,
+      headSums.push_back(e.reduce(vector::CombiningKind::ADD,
                               probabilities(g, vector::ExtractOp::create(b, mNew, g))));
       alpha[g] = vector::ExtractOp::create(b, alphas, g);
     }
-    Value blockSums = vector::FromElementsOp::create(b, VectorType::get({gs}, e.f32()), sums);
-    result = {mNew, e.addf(e.mulf(sum, alphas), blockSums)};
+    Value blockSums =
+        vector::FromElementsOp::create(b, VectorType::get({gs}, e.f32()), headSums);
+    vector::StoreOp::create(b, mNew, maxes, ValueRange{unit, e.idx(0)});
+    vector::StoreOp::create(b, e.addf(e.mulf(sum, alphas), blockSums), sums,
+                            ValueRange{unit, e.idx(0)});
   } else {
-    SmallVector<Value> mx(state.take_front(gs)), sum(state.slice(gs, gs));
+    ArrayRef<Value> mx = ArrayRef(state).take_front(gs), sum = ArrayRef(state).slice(gs, gs);
     for (int64_t g = 0; g < gs; ++g) {
       Value mNew = e.maxf(mx[g], e.reduce(vector::CombiningKind::MAXIMUMF, lgs[g]));
       Value wasEmpty = e.cmpf(arith::CmpFPredicate::OEQ, mx[g], e.negInf());
       alpha[g] = e.select(wasEmpty, e.cf(0.0f), e.exp(e.subf(mx[g], mNew)));
       Value p = probabilities(g, mNew);
-      sum[g] = e.addf(e.mulf(sum[g], alpha[g]), e.reduce(vector::CombiningKind::ADD, p));
-      mx[g] = mNew;
+      Value sumNew = e.addf(e.mulf(sum[g], alpha[g]), e.reduce(vector::CombiningKind::ADD, p));
+      memref::StoreOp::create(b, mNew, maxes, ValueRange{unit, e.idx(g)});
+      memref::StoreOp::create(b, sumNew, sums, ValueRange{unit, e.idx(g)});
     }
-    result = mx;
-    result.append(sum);
   }
 
   // Whole blocks (all but at most two per chunk) take static, unrolled row loops; a partial
@@ -353,19 +372,7 @@ SmallVector<Value> DenseBlock::block(Value s, Value kvh, Value blk, Value t0, Va
       unroll = u;
       break;
     }
-  scf::IfOp::create(
-      b, full,
-      [&](OpBuilder &nb, Location) {
-        OpBuilder::InsertionGuard guard(b);
-        b.setInsertionPoint(nb.getInsertionBlock(), nb.getInsertionPoint());
-        accumulateV(pb, kvh, e.idx(0), e.idx(bs), unroll, alpha, nextK, kvhNext);
-        scf::YieldOp::create(b);
-      },
-      [&](OpBuilder &nb, Location) {
-        OpBuilder::InsertionGuard guard(b);
-        b.setInsertionPoint(nb.getInsertionBlock(), nb.getInsertionPoint());
-        accumulateV(pb, kvh, r0, r1, 1, alpha, nextK, kvhNext);
-        scf::YieldOp::create(b);
-      });
-  return result;
+  e.ifThenElse(
+      full, [&] { accumulateV(pb, kvh, e.idx(0), e.idx(bs), unroll, alpha, nextK, kvhNext); },
+      [&] { accumulateV(pb, kvh, r0, r1, 1, alpha, nextK, kvhNext); });
 }

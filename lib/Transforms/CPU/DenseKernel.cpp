@@ -134,7 +134,7 @@ func::FuncOp cpu::buildDenseKernel(ModuleOp module, StringRef name, const Kernel
   Value sm = memref::AllocOp::create(b, statType, ValueRange{rows});
   Value sl = memref::AllocOp::create(b, statType, ValueRange{rows});
 
-  DenseBlock body{e, c, k, v, table, Value(), Value(), Value()};
+  DenseBlock body{e, c, k, v, table, {}, {}, {}, {}, {}, {}};
   int64_t w = c.dotWidth(), tw = c.accTileWidth(), nw = d / w;
   // One iteration per (sequence, chunk) walks all kv-head units slot-major: block by block, and
   // in a block unit by unit, so K and V are read as whole contiguous pool blocks (all kv heads of
@@ -159,10 +159,10 @@ func::FuncOp cpu::buildDenseKernel(ModuleOp module, StringRef name, const Kernel
     body.acc = memref::AllocaOp::create(b, MemRefType::get({c.kvHeads * nsub, gs, d}, e.f32()));
     // q of every head, scaled, as the dot-width slices the block code takes (qv[g * nw + j] at
     // column j * w), in the (even, odd) order of bf16Pairs where it applies.
-    Value qs = memref::AllocaOp::create(b, MemRefType::get({c.qHeads, d}, e.f32()));
+    body.qs = memref::AllocaOp::create(b, MemRefType::get({c.qHeads, d}, e.f32()));
     auto statType = MemRefType::get({c.kvHeads * nsub, gs}, e.f32());
-    Value mStat = memref::AllocaOp::create(b, statType);
-    Value lStat = memref::AllocaOp::create(b, statType);
+    body.maxes = memref::AllocaOp::create(b, statType);
+    body.sums = memref::AllocaOp::create(b, statType);
     Value scaleW = e.splat(e.cf(c.scale), w);
     auto sliceType = VectorType::get({w}, e.f32());
     e.forEach(u0, u1, e.idx(1), [&](Value u) {
@@ -171,8 +171,8 @@ func::FuncOp cpu::buildDenseKernel(ModuleOp module, StringRef name, const Kernel
         for (int64_t col = 0; col < d; col += tw)
           vector::StoreOp::create(b, e.splat(e.cf(0.0f), tw), body.acc,
                                   ValueRange{u, e.idx(g), e.idx(col)});
-        memref::StoreOp::create(b, e.negInf(), mStat, ValueRange{u, e.idx(g)});
-        memref::StoreOp::create(b, e.cf(0.0f), lStat, ValueRange{u, e.idx(g)});
+        memref::StoreOp::create(b, e.negInf(), body.maxes, ValueRange{u, e.idx(g)});
+        memref::StoreOp::create(b, e.cf(0.0f), body.sums, ValueRange{u, e.idx(g)});
         SmallVector<Value> slices;
         if (bf16Pairs(c)) {
           SmallVector<int64_t> evens, odds;
@@ -192,7 +192,8 @@ func::FuncOp cpu::buildDenseKernel(ModuleOp module, StringRef name, const Kernel
                 vector::LoadOp::create(b, sliceType, q, ValueRange{s, h, e.idx(j * w)}));
         }
         for (int64_t j = 0; j < nw; ++j)
-          vector::StoreOp::create(b, e.mulf(slices[j], scaleW), qs, ValueRange{h, e.idx(j * w)});
+          vector::StoreOp::create(b, e.mulf(slices[j], scaleW), body.qs,
+                                  ValueRange{h, e.idx(j * w)});
       }
     });
     std::pair<Value, Value> range = clampedRange(e, c, lens, capacity, s, begin, end);
@@ -215,38 +216,12 @@ func::FuncOp cpu::buildDenseKernel(ModuleOp module, StringRef name, const Kernel
     e.ifThenElse(e.cmpi(arith::CmpIPredicate::slt, blkLo, blkHi), [&] {
       body.prefetchPiece(e.loadIndex(table, {s, blkLo}), e.divi(u0, e.idx(nsub)));
     });
-    auto statsType = VectorType::get({gs}, e.f32());
     e.forEach(blkLo, blkHi, e.idx(1), [&](Value blk) {
       e.forEach(u0, u1, e.idx(1), [&](Value u) {
         body.unit = u;
-        Value kvh = e.divi(u, e.idx(nsub));
-        SmallVector<Value> qv, state;
-        for (int64_t g = 0; g < gs; ++g) {
-          Value h = e.addi(e.muli(u, e.idx(gs)), e.idx(g));
-          for (int64_t j = 0; j < nw; ++j)
-            qv.push_back(vector::LoadOp::create(b, sliceType, qs, ValueRange{h, e.idx(j * w)}));
-        }
-        if (vectorStats(c)) {
-          state = {vector::LoadOp::create(b, statsType, mStat, ValueRange{u, e.idx(0)}),
-                   vector::LoadOp::create(b, statsType, lStat, ValueRange{u, e.idx(0)})};
-        } else {
-          for (Value stat : {mStat, lStat})
-            for (int64_t g = 0; g < gs; ++g)
-              state.push_back(memref::LoadOp::create(b, stat, ValueRange{u, e.idx(g)}));
-        }
         std::pair<Value, Value> next = nextPiece(blk, u);
-        Value pbNext = e.loadIndex(table, {s, next.first});
-        SmallVector<Value> updated =
-            body.block(s, kvh, blk, t0, t1, qv, state, pbNext, next.second);
-        if (vectorStats(c)) {
-          vector::StoreOp::create(b, updated[0], mStat, ValueRange{u, e.idx(0)});
-          vector::StoreOp::create(b, updated[1], lStat, ValueRange{u, e.idx(0)});
-        } else {
-          for (int64_t g = 0; g < gs; ++g) {
-            memref::StoreOp::create(b, updated[g], mStat, ValueRange{u, e.idx(g)});
-            memref::StoreOp::create(b, updated[gs + g], lStat, ValueRange{u, e.idx(g)});
-          }
-        }
+        body.block(s, e.divi(u, e.idx(nsub)), blk, t0, t1, e.loadIndex(table, {s, next.first}),
+                   next.second);
       });
     });
     e.forEach(u0, u1, e.idx(1), [&](Value u) {
@@ -277,10 +252,9 @@ func::FuncOp cpu::buildDenseKernel(ModuleOp module, StringRef name, const Kernel
             vector::StoreOp::create(b, part, so, ValueRange{row, e.idx(col)});
           }
         }
-        memref::StoreOp::create(b, memref::LoadOp::create(b, mStat, ValueRange{u, e.idx(g)}), sm,
-                                ValueRange{row});
-        memref::StoreOp::create(b, memref::LoadOp::create(b, lStat, ValueRange{u, e.idx(g)}), sl,
-                                ValueRange{row});
+        for (auto [stat, out] : {std::pair{body.maxes, sm}, std::pair{body.sums, sl}})
+          memref::StoreOp::create(b, memref::LoadOp::create(b, stat, ValueRange{u, e.idx(g)}), out,
+                                  ValueRange{row});
       }
     });
   };
