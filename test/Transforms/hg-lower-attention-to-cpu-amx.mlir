@@ -2,21 +2,23 @@
 // RUN: hybridgen-opt %s -split-input-file -hg-lower-attention-to-cpu="amx=true" -hg-cpu-pipeline="amx=true" | FileCheck %s --check-prefix=LLVM
 
 // bf16 KV with amx=true: the dense kernel asks the runtime whether the tile state is granted
-// and runs either the AMX chunk loop (one scf.parallel over sequence x chunk after one that lays
-// q out as B tiles) or the vector loop (sequence x kv-head unit x chunk). q.k is a 16x32 K tile
+// and runs either the AMX chunk loop (one scf.parallel over sequence x kv-head group x chunk after
+// one that lays q out as B tiles) or the vector loop (sequence x kv-head unit group x chunk); both
+// size their groups from the OpenMP thread count. q.k is a 16x32 K tile
 // (tokens x dims) times a 16x16 q tile (dim pairs x 4 heads hi/lo), p.V a 16x32 p tile (4 heads x
 // hi/lo x even/odd rows) times a 16x32 V tile read straight from the pool.
 // CHECK: func.func private @hgrt_amx_available() -> i32
 // CHECK-LABEL: func.func @dense_bf16
 // CHECK: call @[[KERNEL:__hg_cpu_dense_[a-z0-9_]*_amx]](
 // CHECK: func.func private @[[KERNEL]]
+// CHECK: call @omp_get_max_threads()
 // CHECK: %[[OK:.*]] = {{(func\.)?}}call @hgrt_amx_available() : () -> i32
 // CHECK: %[[YES:.*]] = arith.cmpi ne, %[[OK]], %{{.*}} : i32
 // CHECK: scf.if %[[YES]] {
 // CHECK: memref.alloc(%{{.*}}) : memref<?x2x2x256xbf16>
 // CHECK: scf.parallel (%{{.*}}, %{{.*}}) =
 // CHECK: vector.store %{{.*}} : memref<?x2x2x256xbf16>, vector<256xbf16>
-// CHECK: scf.parallel (%{{.*}}, %{{.*}}) =
+// CHECK: scf.parallel (%{{[^,]*}}, %{{[^,]*}}, %{{[^,]*}}) =
 // CHECK: amx.tile_zero : !amx.tile<16x8xf32>
 // CHECK: amx.tile_load %{{.*}} : memref<?x2x16x64xbf16> into !amx.tile<16x32xbf16>
 // CHECK: amx.tile_mulf %{{.*}}, %{{.*}}, %{{.*}} : !amx.tile<16x32xbf16>, !amx.tile<16x16xbf16>, !amx.tile<16x8xf32>

@@ -26,6 +26,11 @@
 //   pieces 32 KiB apart measured ~20% slower even as a plain sum. The first lines of every piece
 //   two slots ahead are touched early (kTriggerLines, kTriggerAhead), which starts those streams
 //   sooner.
+// - Parallel over (sequence, kv-head group, chunk): like the vector loop, the kernel splits the kv
+//   heads into groups when (sequence, chunk) pairs are fewer than two per OpenMP thread, so one
+//   short sequence still spreads over many cores. A group's pieces of a block are contiguous (kv
+//   heads lie together in a block), and a unit's arithmetic does not depend on its group, so
+//   results are bit-identical for any thread count.
 // - Slots not entirely inside the chunk's token range (at most two per chunk) run one at a time,
 //   with their valid V rows copied into a zeroed scratch tile: 0 * NaN is NaN in a tile multiply,
 //   and rows outside the range may hold anything. Their logits are masked by position.
@@ -58,13 +63,14 @@ constexpr int64_t kTriggerAhead = 2;
 
 struct AmxChunks {
   AmxChunks(Emitter &e, const KernelConfig &c, const KernelArgs &a, Value capacity, Value numChunks,
-            Value so, Value sm, Value sl)
-      : e(e), c(c), a(a), capacity(capacity), numChunks(numChunks), so(so), sm(sm), sl(sl) {}
+            Value kvGroups, Value so, Value sm, Value sl)
+      : e(e), c(c), a(a), capacity(capacity), numChunks(numChunks), kvGroups(kvGroups), so(so),
+        sm(sm), sl(sl) {}
 
   Emitter &e;
   const KernelConfig &c;
   const KernelArgs &a;
-  Value capacity, numChunks, so, sm, sl;
+  Value capacity, numChunks, kvGroups, so, sm, sl;
 
   int64_t gs = amxSubGroup(c);
   int64_t nsub = c.group() / gs;
@@ -76,7 +82,9 @@ struct AmxChunks {
 
   // Per sequence: q as B tiles, [batch][unit][slice][16 * 4gs] bf16 (row k = dim pair k).
   Value qt;
-  // Per parallel iteration (stack).
+  // Per parallel iteration: its kv heads [kvh0, kvh1) and their units [u0, u1); on the stack,
+  // buffers indexed by unit (sized for all units, used for the iteration's).
+  Value kvh0, kvh1, u0, u1;
   Value acc;  // [unit][slice][rowsM * 16] f32: unnormalized outputs as p.V tiles
   Value lacc; // [unit][head][16] f32: probability sums, lane-wise
   Value mref; // [unit][head] f32: the reference max the probabilities are relative to
@@ -407,7 +415,7 @@ struct AmxChunks {
       Slot ahead;
       if (!partial)
         ahead = slotAt(s, e.mini(e.addi(slot0, e.idx(kTriggerAhead + j)), lastSlot));
-      e.forEach(e.idx(0), e.idx(c.kvHeads), e.idx(1), [&](Value kvh) {
+      e.forEach(kvh0, kvh1, e.idx(1), [&](Value kvh) {
         if (!partial)
           trigger(ahead, kvh);
         for (int64_t sub = 0; sub < nsub; ++sub)
@@ -423,7 +431,7 @@ struct AmxChunks {
       mask = positionMask(r0, r1);
     }
     Value negInfs = e.splat(e.negInf(), kSlot);
-    e.forEach(e.idx(0), e.idx(units), e.idx(1), [&](Value u) {
+    e.forEach(u0, u1, e.idx(1), [&](Value u) {
       Value kvh = e.divi(u, e.idx(nsub));
       // Logits, masked by position (never by value: rows outside the range may be NaN).
       SmallVector<SmallVector<Value>> logits; // [slot][head]
@@ -442,7 +450,11 @@ struct AmxChunks {
 
   //===--- one chunk ---------------------------------------------------------===//
 
-  void chunk(Value s, Value ci) {
+  void chunk(Value s, Value gi, Value ci) {
+    kvh0 = e.divi(e.muli(gi, e.idx(c.kvHeads)), kvGroups);
+    kvh1 = e.divi(e.muli(e.addi(gi, e.idx(1)), e.idx(c.kvHeads)), kvGroups);
+    u0 = e.muli(kvh0, e.idx(nsub));
+    u1 = e.muli(kvh1, e.idx(nsub));
     MemRefType f32Type = MemRefType::get({units, nsl, rowsM * 16}, e.f32());
     acc = memref::AllocaOp::create(b(), f32Type);
     lacc = memref::AllocaOp::create(b(), MemRefType::get({units, gs, 16}, e.f32()));
@@ -452,7 +464,7 @@ struct AmxChunks {
     pbuf = memref::AllocaOp::create(b(), MemRefType::get({kStepSlots, rowsM * kSlice}, bf16()));
     vscr = memref::AllocaOp::create(b(), MemRefType::get({kSlot, c.headDim}, bf16()));
     Value zero16 = e.splat(e.cf(0.0f), 16);
-    e.forEach(e.idx(0), e.idx(units), e.idx(1), [&](Value u) {
+    e.forEach(u0, u1, e.idx(1), [&](Value u) {
       for (int64_t t = 0; t < nsl; ++t)
         for (int64_t r = 0; r < rowsM; ++r)
           vector::StoreOp::create(b(), zero16, acc, ValueRange{u, e.idx(t), e.idx(r * 16)});
@@ -481,7 +493,7 @@ struct AmxChunks {
     // The first step has no step before it to touch its pieces.
     e.forEach(fullLo, e.mini(e.addi(fullLo, e.idx(kStepSlots)), mainHi), e.idx(1), [&](Value slot) {
       Slot first = slotAt(s, slot);
-      e.forEach(e.idx(0), e.idx(c.kvHeads), e.idx(1), [&](Value kvh) { trigger(first, kvh); });
+      e.forEach(kvh0, kvh1, e.idx(1), [&](Value kvh) { trigger(first, kvh); });
     });
     e.forEach(fullLo, mainHi, e.idx(kStepSlots),
               [&](Value slot) { step(s, slot, kStepSlots, false, t0, t1, lastSlot); });
@@ -502,7 +514,7 @@ struct AmxChunks {
       zip.push_back(i);
       zip.push_back(16 + i);
     }
-    e.forEach(e.idx(0), e.idx(units), e.idx(1), [&](Value u) {
+    e.forEach(u0, u1, e.idx(1), [&](Value u) {
       for (int64_t h = 0; h < gs; ++h) {
         Value qh = e.addi(e.muli(u, e.idx(gs)), e.idx(h));
         Value du = e.divi(qh, e.idx(denseGs)), dg = e.remi(qh, e.idx(denseGs));
@@ -540,7 +552,8 @@ struct AmxChunks {
         b(), MemRefType::get({ShapedType::kDynamic, units, nsl, kSlot * 2 * cols}, bf16()),
         ValueRange{batch});
     e.parallel({batch, e.idx(units)}, [&](ValueRange ivs) { prepareQ(ivs[0], ivs[1]); });
-    e.parallel({batch, numChunks}, [&](ValueRange ivs) { chunk(ivs[0], ivs[1]); });
+    e.parallel({batch, kvGroups, numChunks},
+               [&](ValueRange ivs) { chunk(ivs[0], ivs[1], ivs[2]); });
     memref::DeallocOp::create(b(), qt);
   }
 };
@@ -567,7 +580,8 @@ Value cpu::amxAvailable(ImplicitLocOpBuilder &b, ModuleOp module) {
 }
 
 void cpu::emitAmxChunks(Emitter &e, const KernelConfig &c, const KernelArgs &args, Value batch,
-                        Value capacity, Value numChunks, Value so, Value sm, Value sl) {
-  AmxChunks chunks(e, c, args, capacity, numChunks, so, sm, sl);
+                        Value capacity, Value numChunks, Value kvGroups, Value so, Value sm,
+                        Value sl) {
+  AmxChunks chunks(e, c, args, capacity, numChunks, kvGroups, so, sm, sl);
   chunks.emit(batch);
 }

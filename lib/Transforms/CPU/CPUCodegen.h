@@ -234,10 +234,11 @@ func::FuncOp declareFunction(ModuleOp module, StringRef name, TypeRange inputs,
                              TypeRange results = {});
 /// Emits `hgrt_amx_available() != 0` (declaring the runtime function in |module| if needed).
 Value amxAvailable(ImplicitLocOpBuilder &b, ModuleOp module);
-/// Emits the AMX chunk loop: a parallel loop over (sequence, chunk) that writes the same chunk
-/// partials (so, sm, sl), in the same row layout, as the dense kernel's vector loop.
+/// Emits the AMX chunk loop: a parallel loop over (sequence, kv-head group, chunk), |kvGroups|
+/// groups of whole kv heads, that writes the same chunk partials (so, sm, sl), in the same row
+/// layout, as the dense kernel's vector loop.
 void emitAmxChunks(Emitter &e, const KernelConfig &c, const KernelArgs &args, Value batch,
-                   Value capacity, Value numChunks, Value so, Value sm, Value sl);
+                   Value capacity, Value numChunks, Value kvGroups, Value so, Value sm, Value sl);
 
 /// Emits, at |b|'s insertion point, the loops that merge N partials into |out| (hg.merge).
 void emitMerge(ImplicitLocOpBuilder &b, ValueRange os, ValueRange ms, ValueRange ls, Value out);

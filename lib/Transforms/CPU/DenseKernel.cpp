@@ -258,15 +258,16 @@ func::FuncOp cpu::buildDenseKernel(ModuleOp module, StringRef name, const Kernel
       }
     });
   };
+  // Groups of units (kv heads on the AMX path): enough (sequence, group, chunk) iterations for
+  // two per OpenMP thread, so a single short sequence still spreads over many cores.
+  func::FuncOp maxThreads = declareFunction(module, "omp_get_max_threads", {}, {b.getI32Type()});
+  Value threads = arith::IndexCastOp::create(
+      b, b.getIndexType(), func::CallOp::create(b, maxThreads, ValueRange{}).getResult(0));
+  Value items = e.muli(batch, numChunks);
+  Value wantedGroups =
+      e.maxi(e.divi(e.addi(e.muli(threads, e.idx(2)), e.subi(items, e.idx(1))), items), e.idx(1));
   auto runVectorChunks = [&] {
-    // Unit groups: enough (sequence, chunk, group) iterations for two per OpenMP thread.
-    func::FuncOp maxThreads =
-        declareFunction(module, "omp_get_max_threads", {}, {b.getI32Type()});
-    Value threads = arith::IndexCastOp::create(
-        b, b.getIndexType(), func::CallOp::create(b, maxThreads, ValueRange{}).getResult(0));
-    Value items = e.muli(batch, numChunks);
-    Value wanted = e.divi(e.addi(e.muli(threads, e.idx(2)), e.subi(items, e.idx(1))), items);
-    Value unitGroups = e.mini(e.maxi(wanted, e.idx(1)), units);
+    Value unitGroups = e.mini(wantedGroups, units);
     e.parallel({batch, unitGroups, numChunks},
                [&](ValueRange ivs) { vectorChunks(ivs, unitGroups); });
   };
@@ -275,7 +276,10 @@ func::FuncOp cpu::buildDenseKernel(ModuleOp module, StringRef name, const Kernel
     // request); where it may not, the vector loop below runs instead.
     e.ifThenElse(
         amxAvailable(b, module),
-        [&] { emitAmxChunks(e, c, args, batch, capacity, numChunks, so, sm, sl); },
+        [&] {
+          Value kvGroups = e.mini(wantedGroups, e.idx(c.kvHeads));
+          emitAmxChunks(e, c, args, batch, capacity, numChunks, kvGroups, so, sm, sl);
+        },
         [&] { runVectorChunks(); });
   } else {
     runVectorChunks();
