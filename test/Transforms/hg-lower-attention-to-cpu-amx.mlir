@@ -19,9 +19,15 @@
 // CHECK: scf.parallel (%{{.*}}, %{{.*}}) =
 // CHECK: vector.store %{{.*}} : memref<?x2x2x256xbf16>, vector<256xbf16>
 // CHECK: scf.parallel (%{{[^,]*}}, %{{[^,]*}}, %{{[^,]*}}) =
-// CHECK: amx.tile_zero : !amx.tile<16x8xf32>
-// CHECK: amx.tile_load %{{.*}} : memref<?x2x16x64xbf16> into !amx.tile<16x32xbf16>
-// CHECK: amx.tile_mulf %{{.*}}, %{{.*}}, %{{.*}} : !amx.tile<16x32xbf16>, !amx.tile<16x16xbf16>, !amx.tile<16x8xf32>
+// q.k two slots at a time: two accumulator chains sharing each q tile.
+// CHECK: %[[C0:.*]] = amx.tile_zero : !amx.tile<16x8xf32>
+// CHECK-NEXT: %[[C1:.*]] = amx.tile_zero : !amx.tile<16x8xf32>
+// CHECK: %[[Q:.*]] = amx.tile_load %{{.*}} : memref<?x2x2x256xbf16> into !amx.tile<16x16xbf16>
+// CHECK: %[[K0:.*]] = amx.tile_load %{{.*}} : memref<?x2x16x64xbf16> into !amx.tile<16x32xbf16>
+// CHECK: amx.tile_mulf %[[K0]], %[[Q]], %[[C0]] : !amx.tile<16x32xbf16>, !amx.tile<16x16xbf16>, !amx.tile<16x8xf32>
+// CHECK: %[[K1:.*]] = amx.tile_load %{{.*}} : memref<?x2x16x64xbf16> into !amx.tile<16x32xbf16>
+// CHECK: amx.tile_mulf %[[K1]], %[[Q]], %[[C1]] : !amx.tile<16x32xbf16>, !amx.tile<16x16xbf16>, !amx.tile<16x8xf32>
+// CHECK: amx.tile_store %{{.*}} : memref<8x2x128xf32>, !amx.tile<16x8xf32>
 // CHECK: amx.tile_store %{{.*}} : memref<8x2x128xf32>, !amx.tile<16x8xf32>
 // CHECK: amx.tile_mulf %{{.*}}, %{{.*}}, %{{.*}} : !amx.tile<16x32xbf16>, !amx.tile<16x32xbf16>, !amx.tile<16x16xf32>
 // CHECK: } else {

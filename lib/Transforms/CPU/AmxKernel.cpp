@@ -210,26 +210,33 @@ struct AmxChunks {
                                    /*isWrite=*/false, /*localityHint=*/3, /*isDataCache=*/true);
   }
 
-  /// Logits of unit |u| for slot |j| of the step into lg[j][u] (16 tokens x cols). Tile
-  /// registers are not renamed: a load into a register waits until the multiply reading its old
-  /// value is done, so the loads of slice t + 1 are issued before the multiply of slice t.
-  void qkTile(Value s, Value u, Value kvh, Slot slot, int64_t j) {
-    auto loadPair = [&](int64_t t) {
-      Value kTile = amx::TileLoadOp::create(b(), tile(kSlot, kSlice, bf16()), a.k,
-                                            ValueRange{slot.pb, kvh, slot.row0, e.idx(t * kSlice)});
+  /// Logits of unit |u| for |slots| (one or two) of the step, slot i into lg[j0 + i][u] (16
+  /// tokens x cols). Each slot is a chain of nsl multiplies into one accumulator, each waiting
+  /// for the one before; two slots run as two independent chains that share each q tile load.
+  /// Measured cache-resident (Llama shapes, one thread, five interleaved runs): one chain per
+  /// slot 33-35 GB/s (batch 1) and 29-35 (batch 8), two 36-37 and 35-41; at DRAM speed within
+  /// noise. The kernel's tiles come in two shapes (16 x 64 bytes for K, V,
+  /// p and the p.V accumulators; 16 x 32 bytes for q and these logits) and one tile
+  /// configuration gives each of the 8 registers one shape: 3 narrow registers here (two
+  /// accumulators, q) leave the 5 wide ones p.V needs.
+  void qkTiles(Value s, Value u, Value kvh, ArrayRef<Slot> slots, int64_t j0) {
+    auto cType = tile(kSlot, cols, e.f32());
+    SmallVector<Value> cTiles;
+    for (size_t i = 0; i < slots.size(); ++i)
+      cTiles.push_back(amx::TileZeroOp::create(b(), cType));
+    for (int64_t t = 0; t < nsl; ++t) {
       Value qTile = amx::TileLoadOp::create(b(), tile(kSlot, 2 * cols, bf16()), qt,
                                             ValueRange{s, u, e.idx(t), e.idx(0)}, e.idx(2 * cols));
-      return std::pair{kTile, qTile};
-    };
-    Value cTile = amx::TileZeroOp::create(b(), tile(kSlot, cols, e.f32()));
-    std::pair<Value, Value> next = loadPair(0);
-    for (int64_t t = 0; t < nsl; ++t) {
-      std::pair<Value, Value> cur = next;
-      if (t + 1 < nsl)
-        next = loadPair(t + 1);
-      cTile = amx::TileMulFOp::create(b(), cTile.getType(), cur.first, cur.second, cTile);
+      for (auto [slot, cTile] : llvm::zip(slots, cTiles)) {
+        Value kTile = amx::TileLoadOp::create(
+            b(), tile(kSlot, kSlice, bf16()), a.k,
+            ValueRange{slot.pb, kvh, slot.row0, e.idx(t * kSlice)});
+        cTile = amx::TileMulFOp::create(b(), cType, kTile, qTile, cTile);
+      }
     }
-    amx::TileStoreOp::create(b(), lg, ValueRange{e.idx(j), u, e.idx(0)}, cTile, e.idx(cols));
+    for (auto [i, cTile] : llvm::enumerate(cTiles))
+      amx::TileStoreOp::create(b(), lg, ValueRange{e.idx(j0 + int64_t(i)), u, e.idx(0)}, cTile,
+                               e.idx(cols));
   }
 
   /// Head |h|'s 16 logits of slot |j| from lg[j][u]: hi + lo column, gathered by a shuffle tree.
@@ -409,17 +416,20 @@ struct AmxChunks {
     for (int64_t j = 0; j < nSlots; ++j)
       slots.push_back(slotAt(s, e.addi(slot0, e.idx(j))));
 
-    // q.k for every slot and unit, slot-major; the pieces kTriggerAhead slots on are touched
-    // meanwhile.
-    for (int64_t j = 0; j < nSlots; ++j) {
-      Slot ahead;
+    // q.k for every slot and unit, slot-major two slots at a time; the pieces kTriggerAhead
+    // slots on are touched meanwhile.
+    for (int64_t j = 0; j < nSlots; j += 2) {
+      ArrayRef<Slot> pair = ArrayRef(slots).slice(j, std::min<int64_t>(2, nSlots - j));
+      SmallVector<Slot> ahead;
       if (!partial)
-        ahead = slotAt(s, e.mini(e.addi(slot0, e.idx(kTriggerAhead + j)), lastSlot));
+        for (size_t i = 0; i < pair.size(); ++i)
+          ahead.push_back(
+              slotAt(s, e.mini(e.addi(slot0, e.idx(kTriggerAhead + j + int64_t(i))), lastSlot)));
       e.forEach(kvh0, kvh1, e.idx(1), [&](Value kvh) {
-        if (!partial)
-          trigger(ahead, kvh);
+        for (Slot slot : ahead)
+          trigger(slot, kvh);
         for (int64_t sub = 0; sub < nsub; ++sub)
-          qkTile(s, e.addi(e.muli(kvh, e.idx(nsub)), e.idx(sub)), kvh, slots[j], j);
+          qkTiles(s, e.addi(e.muli(kvh, e.idx(nsub)), e.idx(sub)), kvh, pair, j);
       });
     }
 
