@@ -215,10 +215,10 @@ struct AmxChunks {
   /// for the one before; two slots run as two independent chains that share each q tile load.
   /// Measured cache-resident (Llama shapes, one thread, five interleaved runs): one chain per
   /// slot 33-35 GB/s (batch 1) and 29-35 (batch 8), two 36-37 and 35-41; at DRAM speed within
-  /// noise. The kernel's tiles come in two shapes (16 x 64 bytes for K, V,
-  /// p and the p.V accumulators; 16 x 32 bytes for q and these logits) and one tile
-  /// configuration gives each of the 8 registers one shape: 3 narrow registers here (two
-  /// accumulators, q) leave the 5 wide ones p.V needs.
+  /// noise. The kernel's tiles come in two shapes (16 x 64 bytes for K, V, p and the p.V
+  /// accumulators; 16 x 32 bytes for q and these logits), and one tile configuration gives each
+  /// of the 8 registers one shape: 3 narrow registers here (two accumulators, q) leave the 5
+  /// wide ones p.V needs.
   void qkTiles(Value s, Value u, Value kvh, ArrayRef<Slot> slots, int64_t j0) {
     auto cType = tile(kSlot, cols, e.f32());
     SmallVector<Value> cTiles;
