@@ -461,8 +461,7 @@ struct AmxChunks {
   //===--- one chunk ---------------------------------------------------------===//
 
   void chunk(Value s, Value gi, Value ci) {
-    kvh0 = e.divi(e.muli(gi, e.idx(c.kvHeads)), kvGroups);
-    kvh1 = e.divi(e.muli(e.addi(gi, e.idx(1)), e.idx(c.kvHeads)), kvGroups);
+    std::tie(kvh0, kvh1) = e.part(gi, e.idx(c.kvHeads), kvGroups);
     u0 = e.muli(kvh0, e.idx(nsub));
     u1 = e.muli(kvh1, e.idx(nsub));
     MemRefType f32Type = MemRefType::get({units, nsl, rowsM * 16}, e.f32());

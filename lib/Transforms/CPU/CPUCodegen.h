@@ -126,6 +126,12 @@ struct Emitter {
       scf::IfOp::create(b, cond, region(thenBody));
   }
 
+  /// Part |i| of [0, n) split into |parts| near-equal contiguous ranges: [i*n/parts,
+  /// (i+1)*n/parts).
+  std::pair<Value, Value> part(Value i, Value n, Value parts) {
+    return {divi(muli(i, n), parts), divi(muli(addi(i, idx(1)), n), parts)};
+  }
+
   /// scf.parallel over [0, ubs) with unit steps.
   void parallel(ValueRange ubs, function_ref<void(ValueRange)> body) {
     SmallVector<Value> lbs(ubs.size(), idx(0)), steps(ubs.size(), idx(1));

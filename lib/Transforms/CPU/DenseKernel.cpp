@@ -136,10 +136,10 @@ func::FuncOp cpu::buildDenseKernel(ModuleOp module, StringRef name, const Kernel
 
   DenseBlock body{e, c, k, v, table, {}, {}, {}, {}, {}, {}};
   int64_t w = c.dotWidth(), tw = c.accTileWidth(), nw = d / w;
-  // One iteration per (sequence, chunk) walks all kv-head units slot-major: block by block, and
-  // in a block unit by unit, so K and V are read as whole contiguous pool blocks (all kv heads of
-  // a block lie together) rather than one kv head's pieces a block stride apart. Per unit the
-  // accumulators, statistics and scaled q wait on the stack. Measured against the head-major
+  // One iteration per (sequence, unit group, chunk) walks its kv-head units slot-major: block by
+  // block, and in a block unit by unit, so K and V are read as whole contiguous pool blocks (all
+  // kv heads of a block lie together) rather than one kv head's pieces a block stride apart. Per
+  // unit the accumulators, statistics and scaled q wait on the stack. Measured against the head-major
   // order (f32, Llama shapes, three interleaved runs, the prefetch of that time): 128K tokens at
   // batch 4 0.67-0.74 -> 0.75-0.81 of the roof, other cases within noise; without software
   // prefetch 0.55 -> 0.69. It also lets the prefetch work half a piece ahead (DenseBlock::block).
@@ -147,8 +147,8 @@ func::FuncOp cpu::buildDenseKernel(ModuleOp module, StringRef name, const Kernel
   // groups [u0, u1), one more parallel dimension.
   auto vectorChunks = [&](ValueRange ivs, Value unitGroups) {
     Value s = ivs[0], gi = ivs[1], ci = ivs[2];
-    Value u0 = e.divi(e.muli(gi, units), unitGroups);
-    Value u1 = e.divi(e.muli(e.addi(gi, e.idx(1)), units), unitGroups);
+    Value u0, u1;
+    std::tie(u0, u1) = e.part(gi, units, unitGroups);
     Value n = e.subi(u1, u0);
     // scf-to-openmp scopes each iteration's stack allocations (alloca_scope).
     body.scores = memref::AllocaOp::create(b, MemRefType::get({gs, bs}, e.f32()));
