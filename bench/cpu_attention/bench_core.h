@@ -1,0 +1,40 @@
+// The measuring half of the CPU attention benchmark, shared by the JIT bench
+// (cpu_attention_bench.cpp, links the compiler) and the AOT-only bench (cpu_attention_aot_bench.cpp,
+// links only the runtime and libomp, so it runs on machines without LLVM such as the GPU host).
+// MLIR-free: kernels are called through memref_call::Arg views.
+#pragma once
+
+#include "hybridgen/runtime/memref_call.h"
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+namespace hybridgen::bench {
+
+/// What to measure; the flags common to both benches parse into this.
+struct BenchOptions {
+  std::vector<int64_t> contexts = {4096, 16384, 65536, 131072};
+  std::vector<int64_t> batches = {1, 8};
+  std::vector<std::string> dtypes = {"bf16", "f32"};
+  std::vector<int> threads = {1, 2};
+  double maxGiB = 4.5, minSeconds = 0.4;
+  int64_t qHeads = 32, kvHeads = 8, headDim = 128, block = 16;
+  int64_t reuseBlocks = 0; // >0: every sequence reads the first N pool blocks (cache-resident)
+};
+
+/// Parses one common flag (--contexts=, --batches=, --dtypes=, --threads=, --max-gib=,
+/// --min-seconds=, --q-heads=, --block=, --reuse-blocks=); false if |arg| is none of them.
+bool parseCommonFlag(const std::string &arg, BenchOptions &opts);
+
+/// Calls the compiled `hg_attention` with (q, k pool, v pool, block table, lens, out).
+using AttentionCall = std::function<void(const std::vector<memref_call::Arg> &)>;
+
+/// Runs every (dtype, context, batch, threads) case of |opts|, printing one CSV row each:
+/// context,batch,dtype,threads,kv_bytes,seconds,gbps,roof_gbps,ratio. |kernelFor| gives the
+/// compiled kernel of a dtype (called once per dtype, before its cases).
+void runCases(const BenchOptions &opts,
+              const std::function<AttentionCall(const std::string &dtype)> &kernelFor);
+
+} // namespace hybridgen::bench
