@@ -19,6 +19,8 @@
 // CHECK: scf.parallel (%{{.*}}, %{{.*}}) =
 // CHECK: vector.store %{{.*}} : memref<?x2x2x256xbf16>, vector<256xbf16>
 // CHECK: scf.parallel (%{{[^,]*}}, %{{[^,]*}}, %{{[^,]*}}) =
+// The pieces ahead are touched into L2, so the hardware prefetchers stream them.
+// CHECK: memref.prefetch %{{.*}}, read, locality<2>, data : memref<?x2x16x64xbf16>
 // q.k two slots at a time: two accumulator chains sharing each q tile.
 // CHECK: %[[C0:.*]] = amx.tile_zero : !amx.tile<16x8xf32>
 // CHECK-NEXT: %[[C1:.*]] = amx.tile_zero : !amx.tile<16x8xf32>
