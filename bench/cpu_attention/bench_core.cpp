@@ -199,12 +199,13 @@ void runCases(const BenchOptions &opts,
                 int32_t(reuse > 0 ? (i * batch + b) % reuse : i * batch + b);
         std::vector<float> q(batch * opts.qHeads * opts.headDim, 0.01f), out(q.size());
         std::vector<int64_t> poolShape = {numBlocks, opts.kvHeads, block, opts.headDim};
-        std::vector<Arg> args = {{q.data(), ElemType::f32, {batch, opts.qHeads, opts.headDim}, {}},
+        std::vector<int64_t> qShape = {batch, opts.qHeads, opts.headDim};
+        std::vector<Arg> args = {{q.data(), ElemType::f32, qShape, {}},
                                  {k.ptr, dtype, poolShape, {}},
                                  {v.ptr, dtype, poolShape, {}},
                                  {table.data(), ElemType::i32, {batch, blocksPerSeq}, {}},
                                  {lens.data(), ElemType::i32, {batch}, {}},
-                                 {out.data(), ElemType::f32, {batch, opts.qHeads, opts.headDim}, {}}};
+                                 {out.data(), ElemType::f32, qShape, {}}};
         double kvBytes = double(batch) * context * tokenBytes * 2;
         for (int t : opts.threads) {
           omp_set_num_threads(t);

@@ -1,6 +1,7 @@
 // The measuring half of the CPU attention benchmark, shared by the JIT bench
-// (cpu_attention_bench.cpp, links the compiler) and the AOT-only bench (cpu_attention_aot_bench.cpp,
-// links only the runtime and libomp, so it runs on machines without LLVM such as the GPU host).
+// (cpu_attention_bench.cpp, links the compiler) and the AOT-only bench
+// (cpu_attention_aot_bench.cpp, links only the runtime and libomp, so it runs on machines without
+// LLVM such as the GPU host).
 // MLIR-free: kernels are called through memref_call::Arg views.
 #pragma once
 

@@ -78,7 +78,8 @@ int main(int argc, char **argv) {
   // Kept alive across a dtype's cases; replaced by the next dtype's.
   std::unique_ptr<drv::JitModule> jit;
   std::unique_ptr<mc::AotLibrary> aot;
-  hybridgen::bench::runCases(opts, [&](const std::string &dtype) -> hybridgen::bench::AttentionCall {
+  using hybridgen::bench::AttentionCall;
+  hybridgen::bench::runCases(opts, [&](const std::string &dtype) -> AttentionCall {
     double t0 = seconds();
     jit.reset();
     aot.reset();

@@ -19,8 +19,9 @@ bundle)
   rm -rf "$BUNDLE" && mkdir -p "$BUNDLE"
   "$ROOT/build/bin/hybridgen_cpu_attention_bench" --save-aot="$BUNDLE" --dtypes=bf16,f32
   "$ROOT/build/bin/hybridgen_cpu_attention_bench" --save-aot="$BUNDLE" --dtypes=bf16 --no-amx
-  cp "$ROOT/build/bin/hybridgen_cpu_attention_aot_bench" "$ROOT/build/runtime/libhybridgen_runtime.so" \
-    /usr/lib/llvm-22/lib/libomp.so.5 /lib/x86_64-linux-gnu/libnuma.so.1 "$BUNDLE/"
+  cp "$ROOT/build/bin/hybridgen_cpu_attention_aot_bench" \
+    "$ROOT/build/runtime/libhybridgen_runtime.so" /usr/lib/llvm-22/lib/libomp.so.5 \
+    /lib/x86_64-linux-gnu/libnuma.so.1 "$BUNDLE/"
   du -sh "$BUNDLE"
   ;;
 run)
@@ -28,7 +29,8 @@ run)
   shift 2
   export LD_LIBRARY_PATH="$BUNDLE${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
   grep -m1 'model name' /proc/cpuinfo || true
-  echo "cores: $(nproc); AMX flags: $(grep -o -m1 'amx_bf16\|amx_tile' /proc/cpuinfo | sort -u | tr '\n' ' ')"
+  amx="$(grep -o -m1 'amx_bf16\|amx_tile' /proc/cpuinfo | sort -u | tr '\n' ' ')"
+  echo "cores: $(nproc); AMX flags: ${amx:-none}"
   bench="$BUNDLE/hybridgen_cpu_attention_aot_bench"
   flags=(--contexts=16384,65536,131072 --batches=1,8 --threads=1,2 "$@")
   { "$bench" --load="$BUNDLE" --dtypes=bf16,f32 "${flags[@]}"
