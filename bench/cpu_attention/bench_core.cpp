@@ -13,12 +13,17 @@
 #include <sstream>
 
 namespace hybridgen::bench {
-namespace {
 
 double now() {
   return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch())
       .count();
 }
+
+std::string kernelPath(const std::string &dir, const std::string &dtype, bool amx) {
+  return dir + "/attention_" + dtype + (amx ? "" : "_noamx") + ".so";
+}
+
+namespace {
 
 std::vector<std::string> split(const std::string &s) {
   std::vector<std::string> out;

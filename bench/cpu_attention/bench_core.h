@@ -25,6 +25,13 @@ struct BenchOptions {
   int64_t reuseBlocks = 0; // >0: every sequence reads the first N pool blocks (cache-resident)
 };
 
+/// Steady-clock seconds (for timing compiles and calls).
+double now();
+
+/// Where `--save-aot=DIR` writes, and `--load=DIR` finds, the kernel of |dtype|:
+/// DIR/attention_<dtype>[_noamx].so.
+std::string kernelPath(const std::string &dir, const std::string &dtype, bool amx);
+
 /// Parses one common flag (--contexts=, --batches=, --dtypes=, --threads=, --max-gib=,
 /// --min-seconds=, --q-heads=, --block=, --reuse-blocks=); false if |arg| is none of them.
 bool parseCommonFlag(const std::string &arg, BenchOptions &opts);

@@ -38,8 +38,7 @@ int main(int argc, char **argv) {
   std::unique_ptr<mc::AotLibrary> lib;
   try {
     hybridgen::bench::runCases(opts, [&](const std::string &dtype) {
-      lib = std::make_unique<mc::AotLibrary>(dir + "/attention_" + dtype + (amx ? "" : "_noamx") +
-                                             ".so");
+      lib = std::make_unique<mc::AotLibrary>(hybridgen::bench::kernelPath(dir, dtype, amx));
       // Which path bf16 takes here: the kernels ask the runtime at each call.
       void *rt = amx && dtype == "bf16" ? dlopen("libhybridgen_runtime.so", RTLD_NOW | RTLD_NOLOAD)
                                         : nullptr;

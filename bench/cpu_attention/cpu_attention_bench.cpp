@@ -22,9 +22,7 @@
 
 #include "hybridgen/Driver/Driver.h"
 
-#include <chrono>
 #include <cstdio>
-#include <cstring>
 #include <memory>
 
 namespace drv = hybridgen::driver;
@@ -61,14 +59,9 @@ int main(int argc, char **argv) {
     spec.devices = {"cpu"}; // the CPU path alone: no split, no merge
     return drv::buildAttentionModule(spec);
   };
-  auto seconds = [] {
-    return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch())
-        .count();
-  };
-
   if (!saveDir.empty()) {
     for (const std::string &dtype : opts.dtypes) {
-      std::string path = saveDir + "/attention_" + dtype + (options.amx ? "" : "_noamx") + ".so";
+      std::string path = hybridgen::bench::kernelPath(saveDir, dtype, options.amx);
       drv::compileToSharedLibrary(moduleFor(dtype), path, options);
       std::fprintf(stderr, "wrote %s\n", path.c_str());
     }
@@ -80,7 +73,7 @@ int main(int argc, char **argv) {
   std::unique_ptr<mc::AotLibrary> aot;
   using hybridgen::bench::AttentionCall;
   hybridgen::bench::runCases(opts, [&](const std::string &dtype) -> AttentionCall {
-    double t0 = seconds();
+    double t0 = hybridgen::bench::now();
     jit.reset();
     aot.reset();
     if (aotPath.empty()) {
@@ -89,7 +82,8 @@ int main(int argc, char **argv) {
       drv::compileToSharedLibrary(moduleFor(dtype), aotPath, options);
       aot = std::make_unique<mc::AotLibrary>(aotPath);
     }
-    std::fprintf(stderr, "compiled %s attention in %.2f s\n", dtype.c_str(), seconds() - t0);
+    std::fprintf(stderr, "compiled %s attention in %.2f s\n", dtype.c_str(),
+                 hybridgen::bench::now() - t0);
     if (aot)
       return [lib = aot.get()](const std::vector<mc::Arg> &args) {
         lib->call("hg_attention", args);
