@@ -19,18 +19,27 @@
 // CHECK: scf.parallel (%{{.*}}, %{{.*}}) =
 // CHECK: vector.store %{{.*}} : memref<?x2x2x256xbf16>, vector<256xbf16>
 // CHECK: scf.parallel (%{{[^,]*}}, %{{[^,]*}}, %{{[^,]*}}) =
-// The pieces ahead are touched into L2, so the hardware prefetchers stream them.
-// CHECK: memref.prefetch %{{.*}}, read, locality<2>, data : memref<?x2x16x64xbf16>
 // q.k two slots at a time: two accumulator chains sharing each q tile.
 // CHECK: %[[C0:.*]] = amx.tile_zero : !amx.tile<16x8xf32>
 // CHECK-NEXT: %[[C1:.*]] = amx.tile_zero : !amx.tile<16x8xf32>
 // CHECK: %[[Q:.*]] = amx.tile_load %{{.*}} : memref<?x2x2x256xbf16> into !amx.tile<16x16xbf16>
 // CHECK: %[[K0:.*]] = amx.tile_load %{{.*}} : memref<?x2x16x64xbf16> into !amx.tile<16x32xbf16>
+// Beside each tile load, consecutive lines of the K piece two slots on are prefetched into L2
+// (at head dim 64 a row is two lines: columns 0 and 32 of a row, then the next row).
+// CHECK: %[[ROW0:.*]] = arith.addi %[[FIRST:.*]], %c0{{[_0-9]*}} : index
+// CHECK: memref.prefetch %arg1[%[[PB:[^,]*]], %[[KVH:[^,]*]], %[[ROW0]], %c0{{[_0-9]*}}], read, locality<2>, data
+// CHECK: %[[ROW1:.*]] = arith.addi %[[FIRST]], %c0{{[_0-9]*}} : index
+// CHECK: memref.prefetch %arg1[%[[PB]], %[[KVH]], %[[ROW1]], %c32{{[_0-9]*}}], read, locality<2>, data
+// CHECK: %[[ROW2:.*]] = arith.addi %[[FIRST]], %c1{{[_0-9]*}} : index
+// CHECK: memref.prefetch %arg1[%[[PB]], %[[KVH]], %[[ROW2]], %c0{{[_0-9]*}}], read, locality<2>, data
 // CHECK: amx.tile_mulf %[[K0]], %[[Q]], %[[C0]] : !amx.tile<16x32xbf16>, !amx.tile<16x16xbf16>, !amx.tile<16x8xf32>
 // CHECK: %[[K1:.*]] = amx.tile_load %{{.*}} : memref<?x2x16x64xbf16> into !amx.tile<16x32xbf16>
 // CHECK: amx.tile_mulf %[[K1]], %[[Q]], %[[C1]] : !amx.tile<16x32xbf16>, !amx.tile<16x16xbf16>, !amx.tile<16x8xf32>
 // CHECK: amx.tile_store %{{.*}} : memref<8x2x128xf32>, !amx.tile<16x8xf32>
 // CHECK: amx.tile_store %{{.*}} : memref<8x2x128xf32>, !amx.tile<16x8xf32>
+// p.V: beside each V tile load, the next kv head's V piece of the same slot.
+// CHECK: amx.tile_load %arg2[{{.*}}] : memref<?x2x16x64xbf16> into !amx.tile<16x32xbf16>
+// CHECK: memref.prefetch %arg2[{{.*}}], read, locality<2>, data : memref<?x2x16x64xbf16>
 // CHECK: amx.tile_mulf %{{.*}}, %{{.*}}, %{{.*}} : !amx.tile<16x32xbf16>, !amx.tile<16x32xbf16>, !amx.tile<16x16xf32>
 // CHECK: } else {
 // CHECK: scf.parallel (%{{[^,]*}}, %{{[^,]*}}, %{{[^,]*}}) =

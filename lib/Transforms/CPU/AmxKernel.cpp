@@ -23,9 +23,12 @@
 //   accumulators stay in tile registers over a whole step of kStepSlots slots.
 // - Memory order: the K pass of a step walks slot-major (all kv heads of a slot, i.e. whole
 //   contiguous blocks of the pool) so the hardware prefetchers see long streams; per kv head 4 KiB
-//   pieces 32 KiB apart measured ~20% slower even as a plain sum. The first lines of every piece
-//   two slots ahead are touched early (kTriggerLines, kTriggerAhead), which starts those streams
-//   sooner.
+//   pieces 32 KiB apart measured ~20% slower even as a plain sum.
+// - Software prefetch into L2, spread evenly: each tile load is paired with prefetches of 16
+//   consecutive lines (prefetchPart), of the K piece kKAhead slots on during q.k and of the next
+//   kv head's V piece of the same slot during p.V, so every line is prefetched once, a little
+//   ahead. Earlier schemes lost: whole pieces prefetched into L1 (their lines took the line-fill
+//   buffers the tile loads need), or in bursts (all of a step's V during its q.k).
 // - Parallel over (sequence, kv-head group, chunk): like the vector loop, the kernel splits the kv
 //   heads into groups when (sequence, chunk) pairs are fewer than two per OpenMP thread, so one
 //   short sequence still spreads over many cores. A group's pieces of a block are contiguous (kv
@@ -51,15 +54,11 @@ constexpr int64_t kSlice = 32;          // head-dim elements per tile row (64 by
 constexpr int64_t kStepSlots = 8;       // slots whose p.V products share one accumulator load
 constexpr int64_t kAccTilesPerPass = 2; // output tiles live at once (see the p.V loop)
 constexpr float kRescaleSlack = 8.0f;   // probabilities stay <= e^8 between rescales
-// Lines touched per piece ahead. Measured at 128K tokens, one thread: 2-4 lines 0.76-0.88 of the
-// roof; 8, 16 and 64 lines 0.77, 0.74, 0.64: more software prefetches take the line-fill buffers
-// that the tile loads need. Prefetching every line of the next piece in q.k order (as the vector
-// kernel does) measured 0.50-0.81.
-constexpr int64_t kTriggerLines = 2;
-// Slots ahead whose pieces the q.k pass touches. Measured (16K-128K tokens, 1 and 2 threads, two
-// interleaved runs, the VM's AMX slow mode left out): 1 slot 0.54-0.92, 2 slots 0.75-0.86 (median
-// 0.81), 3 slots 0.78-0.85, 8 (a whole step) 0.74-0.85 (median 0.78).
-constexpr int64_t kTriggerAhead = 2;
+// Slots ahead whose K pieces q.k prefetches (see prefetchPart). Interleaved A/B runs at 64K and
+// 128K tokens (batch 1 and 8, 1 and 2 threads, slow-mode runs left out), mean ratio to the roof:
+// 1 slot 0.755, 2 slots 0.783, 4 slots 0.782, against 0.756 for what this replaced (touching the
+// first 2 lines of each K and V piece 2 slots on); 8 and 16 slots (one and two steps) lost.
+constexpr int64_t kKAhead = 2;
 
 struct AmxChunks {
   AmxChunks(Emitter &e, const KernelConfig &c, const KernelArgs &a, Value capacity, Value numChunks,
@@ -201,16 +200,17 @@ struct AmxChunks {
     return {e.loadIndex(a.table, {s, blk}), row0};
   }
 
-  /// Touches the first kTriggerLines lines of the K and V pieces of |slot| for |kvh|: that starts
-  /// the hardware prefetchers on them well before the tiles are loaded. Into L2 (prefetcht1), as
-  /// the vector kernel's V rows: two interleaved A/B runs at 64K and 128K tokens (batch 1 and 8,
-  /// 1 and 2 threads, slow-mode runs left out) measured mean 0.744 -> 0.810 and 0.739 -> 0.759 of
-  /// the roof against L1 (prefetcht0); only V into L2 0.753.
-  void trigger(Slot slot, Value kvh) {
-    for (Value pool : {a.k, a.v})
-      for (int64_t line = 0; line < kTriggerLines; ++line)
-        memref::PrefetchOp::create(b(), pool, ValueRange{slot.pb, kvh, slot.row0, e.idx(line * 32)},
-                                   /*isWrite=*/false, /*localityHint=*/2, /*isDataCache=*/true);
+  /// Prefetches part |t| (of nsl) of |slot|'s piece of |pool| for |kvh| into L2: 16 consecutive
+  /// 64-byte lines, so that nsl calls, one beside each tile load, cover the piece in address
+  /// order. The rows a tile load reads instead (every nsl-th line): 0.783 against 0.798 of the
+  /// roof (five interleaved runs, within noise).
+  void prefetchPart(Slot slot, Value pool, Value kvh, int64_t t) {
+    for (int64_t line = 16 * t; line < 16 * (t + 1); ++line) {
+      Value row = e.addi(slot.row0, e.idx(line / nsl));
+      memref::PrefetchOp::create(b(), pool,
+                                 ValueRange{slot.pb, kvh, row, e.idx(line % nsl * kSlice)},
+                                 /*isWrite=*/false, /*localityHint=*/2, /*isDataCache=*/true);
+    }
   }
 
   /// Logits of unit |u| for |slots| (one or two) of the step, slot i into lg[j0 + i][u] (16
@@ -221,8 +221,10 @@ struct AmxChunks {
   /// noise. The kernel's tiles come in two shapes (16 x 64 bytes for K, V, p and the p.V
   /// accumulators; 16 x 32 bytes for q and these logits), and one tile configuration gives each
   /// of the 8 registers one shape: 3 narrow registers here (two accumulators, q) leave the 5
-  /// wide ones p.V needs.
-  void qkTiles(Value s, Value u, Value kvh, ArrayRef<Slot> slots, int64_t j0) {
+  /// wide ones p.V needs. Beside the K tile loads of slot i, the K piece of ahead[i] is
+  /// prefetched (|ahead| empty: none).
+  void qkTiles(Value s, Value u, Value kvh, ArrayRef<Slot> slots, ArrayRef<Slot> ahead,
+               int64_t j0) {
     auto cType = tile(kSlot, cols, e.f32());
     SmallVector<Value> cTiles;
     for (size_t i = 0; i < slots.size(); ++i)
@@ -230,11 +232,13 @@ struct AmxChunks {
     for (int64_t t = 0; t < nsl; ++t) {
       Value qTile = amx::TileLoadOp::create(b(), tile(kSlot, 2 * cols, bf16()), qt,
                                             ValueRange{s, u, e.idx(t), e.idx(0)}, e.idx(2 * cols));
-      for (auto [slot, cTile] : llvm::zip(slots, cTiles)) {
+      for (auto [i, slot] : llvm::enumerate(slots)) {
         Value kTile = amx::TileLoadOp::create(
             b(), tile(kSlot, kSlice, bf16()), a.k,
             ValueRange{slot.pb, kvh, slot.row0, e.idx(t * kSlice)});
-        cTile = amx::TileMulFOp::create(b(), cType, kTile, qTile, cTile);
+        if (!ahead.empty())
+          prefetchPart(ahead[i], a.k, kvh, t);
+        cTiles[i] = amx::TileMulFOp::create(b(), cType, kTile, qTile, cTiles[i]);
       }
     }
     for (auto [i, cTile] : llvm::enumerate(cTiles))
@@ -373,8 +377,11 @@ struct AmxChunks {
   }
 
   /// p.V of unit |u| (kv head |kvh|) for the step's slots; V comes from the pool, or from vscr
-  /// for a partial slot.
-  void pvStep(Value u, Value kvh, ArrayRef<Slot> slots, bool partial) {
+  /// for a partial slot. Beside each V tile load of whole slots, the same slot's V piece of kv
+  /// head |nextKvh| (the next unit's) is prefetched. Measured (interleaved A/B runs as for
+  /// kKAhead, with the K prefetch): 0.782 -> 0.799 of the roof; the last unit of a step
+  /// prefetching the first one's pieces of the next step lost (0.758 against 0.790).
+  void pvStep(Value u, Value kvh, Value nextKvh, ArrayRef<Slot> slots, bool partial) {
     int64_t nSlots = slots.size();
     // p.V: the accumulators of kAccTilesPerPass slices stay in tiles over the step. Measured
     // (cache-resident, Llama shapes): 2 accumulators per pass 43 GB/s; 3 or 4, which read p
@@ -391,6 +398,8 @@ struct AmxChunks {
                 : amx::TileLoadOp::create(
                       b(), vTile, a.v,
                       ValueRange{slots[j].pb, kvh, slots[j].row0, e.idx(t * kSlice)}));
+        if (!partial)
+          prefetchPart(slots[j], a.v, nextKvh, t);
       }
       return tiles;
     };
@@ -419,20 +428,19 @@ struct AmxChunks {
     for (int64_t j = 0; j < nSlots; ++j)
       slots.push_back(slotAt(s, e.addi(slot0, e.idx(j))));
 
-    // q.k for every slot and unit, slot-major two slots at a time; the pieces kTriggerAhead
-    // slots on are touched meanwhile.
+    // q.k for every slot and unit, slot-major two slots at a time; the K pieces kKAhead slots
+    // on are prefetched meanwhile (by the first unit of each kv head).
     for (int64_t j = 0; j < nSlots; j += 2) {
       ArrayRef<Slot> pair = ArrayRef(slots).slice(j, std::min<int64_t>(2, nSlots - j));
       SmallVector<Slot> ahead;
       if (!partial)
         for (size_t i = 0; i < pair.size(); ++i)
           ahead.push_back(
-              slotAt(s, e.mini(e.addi(slot0, e.idx(kTriggerAhead + j + int64_t(i))), lastSlot)));
+              slotAt(s, e.mini(e.addi(slot0, e.idx(kKAhead + j + int64_t(i))), lastSlot)));
       e.forEach(kvh0, kvh1, e.idx(1), [&](Value kvh) {
-        for (Slot slot : ahead)
-          trigger(slot, kvh);
         for (int64_t sub = 0; sub < nsub; ++sub)
-          qkTiles(s, e.addi(e.muli(kvh, e.idx(nsub)), e.idx(sub)), kvh, pair, j);
+          qkTiles(s, e.addi(e.muli(kvh, e.idx(nsub)), e.idx(sub)), kvh, pair,
+                  sub == 0 ? ArrayRef(ahead) : ArrayRef<Slot>(), j);
       });
     }
 
@@ -457,7 +465,9 @@ struct AmxChunks {
       softmaxStep(u, logits, mask);
       if (partial)
         sanitizeV(slots[0], kvh, r0, r1);
-      pvStep(u, kvh, slots, partial);
+      // The next unit's kv head (this one's again for the last unit, or when units share it).
+      Value nextKvh = e.mini(e.divi(e.addi(u, e.idx(1)), e.idx(nsub)), e.subi(kvh1, e.idx(1)));
+      pvStep(u, kvh, nextKvh, slots, partial);
     });
   }
 
@@ -502,11 +512,6 @@ struct AmxChunks {
     Value steps = e.divi(e.subi(fullHi, fullLo), e.idx(kStepSlots));
     Value mainHi = e.addi(fullLo, e.muli(steps, e.idx(kStepSlots)));
     Value lastSlot = e.subi(e.maxi(slotHi, e.idx(1)), e.idx(1));
-    // The first step has no step before it to touch its pieces.
-    e.forEach(fullLo, e.mini(e.addi(fullLo, e.idx(kStepSlots)), mainHi), e.idx(1), [&](Value slot) {
-      Slot first = slotAt(s, slot);
-      e.forEach(kvh0, kvh1, e.idx(1), [&](Value kvh) { trigger(first, kvh); });
-    });
     e.forEach(fullLo, mainHi, e.idx(kStepSlots),
               [&](Value slot) { step(s, slot, kStepSlots, false, t0, t1, lastSlot); });
     // The other slots, [slotLo, fullLo) and [mainHi, slotHi), one at a time (one loop, so the
