@@ -135,8 +135,7 @@ void fill(Buffer &buf, memref_call::ElemType dtype, uint32_t seed) {
   }
 }
 
-} // namespace
-
+/// Parses one common flag; false if |a| is none of them.
 bool parseCommonFlag(const std::string &a, BenchOptions &opts) {
   auto value = [&](const char *flag) -> const char * {
     size_t n = std::strlen(flag);
@@ -162,6 +161,20 @@ bool parseCommonFlag(const std::string &a, BenchOptions &opts) {
     opts.reuseBlocks = std::stoll(v);
   else
     return false;
+  return true;
+}
+
+} // namespace
+
+bool parseFlags(int argc, char **argv, BenchOptions &opts,
+                const std::function<bool(const std::string &arg)> &own) {
+  for (int i = 1; i < argc; ++i) {
+    std::string a = argv[i];
+    if (!parseCommonFlag(a, opts) && !own(a)) {
+      std::fprintf(stderr, "unknown argument %s\n", a.c_str());
+      return false;
+    }
+  }
   return true;
 }
 

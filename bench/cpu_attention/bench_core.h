@@ -32,9 +32,12 @@ double now();
 /// DIR/attention_<dtype>[_noamx].so.
 std::string kernelPath(const std::string &dir, const std::string &dtype, bool amx);
 
-/// Parses one common flag (--contexts=, --batches=, --dtypes=, --threads=, --max-gib=,
-/// --min-seconds=, --q-heads=, --block=, --reuse-blocks=); false if |arg| is none of them.
-bool parseCommonFlag(const std::string &arg, BenchOptions &opts);
+/// Parses the command line: the common flags (--contexts=, --batches=, --dtypes=, --threads=,
+/// --max-gib=, --min-seconds=, --q-heads=, --block=, --reuse-blocks=) into |opts|, every other
+/// argument through |own| (false: not one of its flags). Prints the first unknown argument and
+/// returns false.
+bool parseFlags(int argc, char **argv, BenchOptions &opts,
+                const std::function<bool(const std::string &arg)> &own);
 
 /// Calls the compiled `hg_attention` with (q, k pool, v pool, block table, lens, out).
 using AttentionCall = std::function<void(const std::vector<memref_call::Arg> &)>;

@@ -18,19 +18,17 @@ int main(int argc, char **argv) {
   hybridgen::bench::BenchOptions opts;
   std::string dir;
   bool amx = true;
-  for (int i = 1; i < argc; ++i) {
-    std::string a = argv[i];
-    if (hybridgen::bench::parseCommonFlag(a, opts))
-      continue;
+  bool ok = hybridgen::bench::parseFlags(argc, argv, opts, [&](const std::string &a) {
     if (a.rfind("--load=", 0) == 0)
       dir = a.substr(7);
     else if (a == "--no-amx")
       amx = false;
-    else {
-      std::fprintf(stderr, "unknown argument %s\n", a.c_str());
-      return 2;
-    }
-  }
+    else
+      return false;
+    return true;
+  });
+  if (!ok)
+    return 2;
   if (dir.empty()) {
     std::fprintf(stderr, "usage: %s --load=DIR [--no-amx] [flags]\n", argv[0]);
     return 2;

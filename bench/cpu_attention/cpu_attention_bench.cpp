@@ -32,10 +32,7 @@ int main(int argc, char **argv) {
   hybridgen::bench::BenchOptions opts;
   std::string aotPath, saveDir;
   drv::CompileOptions options;
-  for (int i = 1; i < argc; ++i) {
-    std::string a = argv[i];
-    if (hybridgen::bench::parseCommonFlag(a, opts))
-      continue;
+  bool ok = hybridgen::bench::parseFlags(argc, argv, opts, [&](const std::string &a) {
     if (a.rfind("--aot=", 0) == 0)
       aotPath = a.substr(6);
     else if (a.rfind("--save-aot=", 0) == 0)
@@ -44,11 +41,12 @@ int main(int argc, char **argv) {
       options.chunkTokens = std::stoll(a.substr(15));
     else if (a == "--no-amx")
       options.amx = false;
-    else {
-      std::fprintf(stderr, "unknown argument %s\n", a.c_str());
-      return 2;
-    }
-  }
+    else
+      return false;
+    return true;
+  });
+  if (!ok)
+    return 2;
   auto moduleFor = [&](const std::string &dtype) {
     drv::AttentionSpec spec;
     spec.qHeads = opts.qHeads;

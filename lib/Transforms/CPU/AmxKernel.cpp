@@ -377,8 +377,8 @@ struct AmxChunks {
   }
 
   /// p.V of unit |u| (kv head |kvh|) for the step's slots; V comes from the pool, or from vscr
-  /// for a partial slot. Beside each V tile load of whole slots, the same slot's V piece of kv
-  /// head |nextKvh| (the next unit's) is prefetched. Measured (interleaved A/B runs as for
+  /// for a partial slot. Beside each V tile load, the same slot's V piece of kv head |nextKvh|
+  /// (the next unit's; null for a partial slot: none) is prefetched. Measured (interleaved A/B runs as for
   /// kKAhead, with the K prefetch): 0.782 -> 0.799 of the roof. Lost: the last unit of a step
   /// also prefetching the first one's pieces of the next step (0.758 against 0.790), and the
   /// unit two on instead of the next (0.795 against 0.830).
@@ -399,7 +399,7 @@ struct AmxChunks {
                 : amx::TileLoadOp::create(
                       b(), vTile, a.v,
                       ValueRange{slots[j].pb, kvh, slots[j].row0, e.idx(t * kSlice)}));
-        if (!partial)
+        if (nextKvh)
           prefetchPart(slots[j], a.v, nextKvh, t);
       }
       return tiles;
@@ -467,7 +467,9 @@ struct AmxChunks {
       if (partial)
         sanitizeV(slots[0], kvh, r0, r1);
       // The next unit's kv head (this one's again for the last unit, or when units share it).
-      Value nextKvh = e.mini(e.divi(e.addi(u, e.idx(1)), e.idx(nsub)), e.subi(kvh1, e.idx(1)));
+      Value nextKvh;
+      if (!partial)
+        nextKvh = e.mini(e.divi(e.addi(u, e.idx(1)), e.idx(nsub)), e.subi(kvh1, e.idx(1)));
       pvStep(u, kvh, nextKvh, slots, partial);
     });
   }
