@@ -55,7 +55,7 @@ def HGLowerAttentionToCPU : Pass<"hg-lower-attention-to-cpu", "::mlir::ModuleOp"
     Option<"allDevices", "all-devices", "bool", /*default=*/"false",
            "Lower partials of every device to CPU code (no-GPU fallback)">,
     Option<"chunkTokens", "chunk-tokens", "int64_t", /*default=*/"0",
-           "Tokens per parallel chunk (0 = choose from the block size)">,
+           "Tokens per parallel chunk (0 = 1024, or 4096 on the AMX path)">,
     Option<"amx", "amx", "bool", /*default=*/"false",
            "Also emit the AMX-BF16 path for bf16 KV, taken when hgrt_amx_available() says so">,
   ];
