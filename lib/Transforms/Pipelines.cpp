@@ -39,7 +39,8 @@ struct CPUPipelineCLOptions : PassPipelineOptions<CPUPipelineCLOptions> {
                           llvm::cl::desc("Lower partials of every device to CPU code"),
                           llvm::cl::init(true)};
   Option<int64_t> chunkTokens{*this, "chunk-tokens",
-                              llvm::cl::desc("Tokens per parallel chunk (0 = 1024, or 4096 on the AMX path)"),
+                              llvm::cl::desc("Tokens per parallel chunk "
+                                             "(0 = 1024, or 4096 on the AMX path)"),
                               llvm::cl::init(0)};
   Option<bool> amx{*this, "amx",
                    llvm::cl::desc("Also emit the AMX-BF16 path for bf16 KV (target needs AMX)"),

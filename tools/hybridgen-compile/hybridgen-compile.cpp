@@ -32,7 +32,8 @@ static cl::opt<bool> useAmx("amx",
                                      "(--amx=false: vector code only)"),
                             cl::init(true), cl::cat(compileCategory));
 static cl::opt<int64_t> chunkTokens("chunk-tokens",
-                                    cl::desc("Tokens per parallel CPU chunk (0 = 1024, or 4096 on the AMX path)"),
+                                    cl::desc("Tokens per parallel CPU chunk "
+                                             "(0 = 1024, or 4096 on the AMX path)"),
                                     cl::init(0), cl::cat(compileCategory));
 
 int main(int argc, char **argv) {
