@@ -378,10 +378,10 @@ struct AmxChunks {
 
   /// p.V of unit |u| (kv head |kvh|) for the step's slots; V comes from the pool, or from vscr
   /// for a partial slot. Beside each V tile load, the same slot's V piece of kv head |nextKvh|
-  /// (the next unit's; null for a partial slot: none) is prefetched. Measured (interleaved A/B runs as for
-  /// kKAhead, with the K prefetch): 0.782 -> 0.799 of the roof. Lost: the last unit of a step
-  /// also prefetching the first one's pieces of the next step (0.758 against 0.790), and the
-  /// unit two on instead of the next (0.795 against 0.830).
+  /// (the next unit's; null for a partial slot: none) is prefetched. Measured (interleaved A/B
+  /// runs as for kKAhead, with the K prefetch): 0.782 -> 0.799 of the roof. Lost: the last unit
+  /// of a step also prefetching the first one's pieces of the next step (0.758 against 0.790),
+  /// and the unit two on instead of the next (0.795 against 0.830).
   void pvStep(Value u, Value kvh, Value nextKvh, ArrayRef<Slot> slots, bool partial) {
     int64_t nSlots = slots.size();
     // p.V: the accumulators of kAccTilesPerPass slices stay in tiles over the step. Measured
