@@ -37,9 +37,15 @@
 // CHECK: amx.tile_mulf %[[K1]], %[[Q]], %[[C1]] : !amx.tile<16x32xbf16>, !amx.tile<16x16xbf16>, !amx.tile<16x8xf32>
 // CHECK: amx.tile_store %{{.*}} : memref<8x2x128xf32>, !amx.tile<16x8xf32>
 // CHECK: amx.tile_store %{{.*}} : memref<8x2x128xf32>, !amx.tile<16x8xf32>
-// p.V: beside each V tile load, the next kv head's V piece of the same slot.
+// p.V: beside each V tile load, the V piece the next unit reads: the next kv head's of the same
+// slot, or for the last unit the first kv head's of the next step's slot.
+// CHECK: %[[LAST:.*]] = arith.cmpi eq, %[[U:.*]], %{{.*}} : index
+// CHECK: %[[AKVH:.*]] = arith.select %[[LAST]], %{{.*}}, %{{.*}} : index
+// CHECK-NEXT: %[[APB:.*]] = arith.select %[[LAST]], %{{.*}}, %{{.*}} : index
+// CHECK-NEXT: %[[AROW:.*]] = arith.select %[[LAST]], %{{.*}}, %{{.*}} : index
 // CHECK: amx.tile_load %arg2[{{.*}}] : memref<?x2x16x64xbf16> into !amx.tile<16x32xbf16>
-// CHECK: memref.prefetch %arg2[{{.*}}], read, locality<2>, data : memref<?x2x16x64xbf16>
+// CHECK: %[[PROW:.*]] = arith.addi %[[AROW]], %c0{{[_0-9]*}} : index
+// CHECK: memref.prefetch %arg2[%[[APB]], %[[AKVH]], %[[PROW]], %c0{{[_0-9]*}}], read, locality<2>, data : memref<?x2x16x64xbf16>
 // CHECK: amx.tile_mulf %{{.*}}, %{{.*}}, %{{.*}} : !amx.tile<16x32xbf16>, !amx.tile<16x32xbf16>, !amx.tile<16x16xf32>
 // CHECK: } else {
 // CHECK: scf.parallel (%{{[^,]*}}, %{{[^,]*}}, %{{[^,]*}}) =

@@ -25,9 +25,9 @@
 //   contiguous blocks of the pool) so the hardware prefetchers see long streams; per kv head 4 KiB
 //   pieces 32 KiB apart measured ~20% slower even as a plain sum.
 // - Software prefetch into L2, spread evenly: each tile load is paired with prefetches of 16
-//   consecutive lines (prefetchPart), of the K piece kKAhead slots on during q.k and of the next
-//   kv head's V piece of the same slot during p.V, so every line is prefetched once, a little
-//   ahead. Earlier schemes lost: whole pieces prefetched into L1 (their lines took the line-fill
+//   consecutive lines (prefetchPart), of the K piece kKAhead slots on during q.k and, during
+//   p.V, of the V piece the next unit reads (the next kv head's, or the next step's first), so
+//   every line is prefetched once, a little ahead. Earlier schemes lost: whole pieces prefetched into L1 (their lines took the line-fill
 //   buffers the tile loads need), or in bursts (all of a step's V during its q.k).
 // - Parallel over (sequence, kv-head group, chunk): like the vector loop, the kernel splits the kv
 //   heads into groups when (sequence, chunk) pairs are fewer than two per OpenMP thread, so one
@@ -377,12 +377,12 @@ struct AmxChunks {
   }
 
   /// p.V of unit |u| (kv head |kvh|) for the step's slots; V comes from the pool, or from vscr
-  /// for a partial slot. Beside each V tile load, the same slot's V piece of kv head |nextKvh|
-  /// (the next unit's; null for a partial slot: none) is prefetched. Measured (interleaved A/B
-  /// runs as for kKAhead, with the K prefetch): 0.782 -> 0.799 of the roof. Lost: the last unit
-  /// of a step also prefetching the first one's pieces of the next step (0.758 against 0.790),
-  /// and the unit two on instead of the next (0.795 against 0.830).
-  void pvStep(Value u, Value kvh, Value nextKvh, ArrayRef<Slot> slots, bool partial) {
+  /// for a partial slot. Beside the V tile loads of slot j, the V piece of ahead[j] for kv head
+  /// |aheadKvh| is prefetched (|ahead| empty: none); step() picks the next unit's pieces, see
+  /// there. Measured (interleaved A/B runs as for kKAhead, with the K prefetch): 0.782 -> 0.799
+  /// of the roof. Lost: the unit two on instead of the next (0.795 against 0.830).
+  void pvStep(Value u, Value kvh, ArrayRef<Slot> slots, ArrayRef<Slot> ahead, Value aheadKvh,
+              bool partial) {
     int64_t nSlots = slots.size();
     // p.V: the accumulators of kAccTilesPerPass slices stay in tiles over the step. Measured
     // (cache-resident, Llama shapes): 2 accumulators per pass 43 GB/s; 3 or 4, which read p
@@ -399,8 +399,8 @@ struct AmxChunks {
                 : amx::TileLoadOp::create(
                       b(), vTile, a.v,
                       ValueRange{slots[j].pb, kvh, slots[j].row0, e.idx(t * kSlice)}));
-        if (nextKvh)
-          prefetchPart(slots[j], a.v, nextKvh, t);
+        if (!ahead.empty())
+          prefetchPart(ahead[j], a.v, aheadKvh, t);
       }
       return tiles;
     };
@@ -453,6 +453,10 @@ struct AmxChunks {
       mask = positionMask(r0, r1);
     }
     Value negInfs = e.splat(e.negInf(), kSlot);
+    SmallVector<Slot> nextStep; // the next step's slots (clamped to the chunk)
+    if (!partial)
+      for (int64_t j = 0; j < nSlots; ++j)
+        nextStep.push_back(slotAt(s, e.mini(e.addi(slot0, e.idx(nSlots + j)), lastSlot)));
     e.forEach(u0, u1, e.idx(1), [&](Value u) {
       Value kvh = e.divi(u, e.idx(nsub));
       // Logits, masked by position (never by value: rows outside the range may be NaN).
@@ -466,11 +470,22 @@ struct AmxChunks {
       softmaxStep(u, logits, mask);
       if (partial)
         sanitizeV(slots[0], kvh, r0, r1);
-      // The next unit's kv head (this one's again for the last unit, or when units share it).
-      Value nextKvh;
-      if (!partial)
-        nextKvh = e.mini(e.divi(e.addi(u, e.idx(1)), e.idx(nsub)), e.subi(kvh1, e.idx(1)));
-      pvStep(u, kvh, nextKvh, slots, partial);
+      // The V pieces the next unit reads: the next kv head's of these slots (this one's again
+      // when units share it), and for the last unit the first kv head's of the next step's
+      // slots, which nothing else prefetches. Interleaved A/B runs (64K and 128K tokens, batch 1
+      // and 8, 1 and 2 threads, 3 and 5 repeats): mean of medians 0.833 -> 0.858 and 0.833 ->
+      // 0.850, higher in 7 of 8 cases. (Before the 4096-token chunks, with the last unit
+      // prefetching the next step on top of its own pieces again, it lost: 0.758 against 0.790.)
+      SmallVector<Slot> ahead;
+      Value aheadKvh;
+      if (!partial) {
+        Value isLast = e.cmpi(arith::CmpIPredicate::eq, u, e.subi(u1, e.idx(1)));
+        aheadKvh = e.select(isLast, kvh0, e.divi(e.addi(u, e.idx(1)), e.idx(nsub)));
+        for (int64_t j = 0; j < nSlots; ++j)
+          ahead.push_back({e.select(isLast, nextStep[j].pb, slots[j].pb),
+                           e.select(isLast, nextStep[j].row0, slots[j].row0)});
+      }
+      pvStep(u, kvh, slots, ahead, aheadKvh, partial);
     });
   }
 
