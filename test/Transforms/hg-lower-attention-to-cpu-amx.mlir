@@ -39,7 +39,7 @@
 // CHECK: amx.tile_store %{{.*}} : memref<8x2x128xf32>, !amx.tile<16x8xf32>
 // p.V: beside each V tile load, the V piece the next unit reads: the next kv head's of the same
 // slot, or for the last unit the first kv head's of the next step's slot.
-// CHECK: %[[LAST:.*]] = arith.cmpi eq, %[[U:.*]], %{{.*}} : index
+// CHECK: %[[LAST:.*]] = arith.cmpi eq, %{{.*}}, %{{.*}} : index
 // CHECK: %[[AKVH:.*]] = arith.select %[[LAST]], %{{.*}}, %{{.*}} : index
 // CHECK-NEXT: %[[APB:.*]] = arith.select %[[LAST]], %{{.*}}, %{{.*}} : index
 // CHECK-NEXT: %[[AROW:.*]] = arith.select %[[LAST]], %{{.*}}, %{{.*}} : index

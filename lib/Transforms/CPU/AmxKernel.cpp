@@ -27,8 +27,9 @@
 // - Software prefetch into L2, spread evenly: each tile load is paired with prefetches of 16
 //   consecutive lines (prefetchPart), of the K piece kKAhead slots on during q.k and, during
 //   p.V, of the V piece the next unit reads (the next kv head's, or the next step's first), so
-//   every line is prefetched once, a little ahead. Earlier schemes lost: whole pieces prefetched into L1 (their lines took the line-fill
-//   buffers the tile loads need), or in bursts (all of a step's V during its q.k).
+//   every line is prefetched once, a little ahead. Earlier schemes lost: whole pieces prefetched
+//   into L1 (their lines took the line-fill buffers the tile loads need), or in bursts (all of a
+//   step's V during its q.k).
 // - Parallel over (sequence, kv-head group, chunk): like the vector loop, the kernel splits the kv
 //   heads into groups when (sequence, chunk) pairs are fewer than two per OpenMP thread, so one
 //   short sequence still spreads over many cores. A group's pieces of a block are contiguous (kv
