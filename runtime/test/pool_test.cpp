@@ -120,6 +120,28 @@ TEST(KvPool, ExhaustionIsAnErrorAndChangesNothing) {
   EXPECT_TRUE(test::verifySequence(*pool, b, 2));
 }
 
+TEST(KvPool, FreedBlocksComeBackInAscendingOrder) {
+  auto pool = makePool(test::threeTierConfig());
+  ASSERT_TRUE(pool);
+  // A prompt appended at once gets consecutive, ascending blocks (kernels walk them as one
+  // stream), and keeps them when it reuses the blocks of a freed sequence.
+  auto ascending = [](const std::vector<int32_t> &t) {
+    for (size_t i = 1; i < t.size(); ++i)
+      if (t[i] != t[i - 1] + 1)
+        return false;
+    return !t.empty();
+  };
+  int64_t a = pool->createSequence();
+  appendTagged(*pool, a, 1, 16 * 9 + 5);
+  std::vector<int32_t> first = pool->blockTable(a);
+  EXPECT_TRUE(ascending(first));
+  ASSERT_TRUE(pool->freeSequence(a).isOk());
+  int64_t b = pool->createSequence();
+  appendTagged(*pool, b, 2, 16 * 9 + 5);
+  EXPECT_EQ(pool->blockTable(b), first);
+  EXPECT_TRUE(test::verifySequence(*pool, b, 2));
+}
+
 TEST(KvPool, NoSpillFailsWhenPreferredTierIsFull) {
   auto pool = makePool(test::threeTierConfig("64KiB", "1MiB", "1MiB"), 2, /*spill=*/false);
   ASSERT_TRUE(pool);
