@@ -27,10 +27,17 @@
 // CHECK-NEXT: %[[PB:.*]] = arith.index_cast %{{.*}} : i32 to index
 // CHECK: arith.cmpi sge, %[[PB]]
 // CHECK: arith.cmpi slt, %[[PB]]
-// Logits: each K row widened once, then one FMA chain per query row of the tile.
-// CHECK: scf.for
+// Logits: steps of 4 K rows (head_dim 64), each widened once, then per query row of the tile
+// one FMA chain per K row and one sum tree storing the step's 4 logits; the remaining rows one
+// at a time, with a reduction each.
+// CHECK: scf.for %{{.*}} = %{{.*}} to %{{.*}} step %c4{{(_[0-9]+)?}} {
 // CHECK: vector.load %{{.*}} : memref<?x2x16x64xbf16>, vector<16xbf16>
 // CHECK: arith.extf %{{.*}} : vector<16xbf16> to vector<16xf32>
+// CHECK: scf.for
+// CHECK: vector.fma
+// CHECK: vector.shuffle
+// CHECK: vector.store %{{.*}} : memref<32x16xf32>, vector<4xf32>
+// CHECK: scf.for
 // CHECK: scf.for
 // CHECK: vector.fma
 // CHECK: vector.reduction <add>
