@@ -79,3 +79,19 @@ def test_prefill_with_split_is_a_compile_error():
                         scale=0.125).replace("scale = ", "split = #hg.split<[cpu, gpu], point = 4>, scale = ")
     with pytest.raises(hg.CompileError, match="takes no split: prefill runs on one device"):
         hg.compile(text)
+
+
+@requires_jit
+@pytest.mark.parametrize("head_dim", [4, 8, 20, 256])
+@pytest.mark.parametrize("block_size", [1, 8])
+def test_prefill_head_dims_and_blocks(rng, head_dim, block_size):
+    """Row steps of 4/2/1 K/V rows (and a sum tree narrower than 16 lanes), blocks of one token."""
+    _, k, v, table, lens = make_case(rng, lens=[23, 9], q_heads=4, kv_heads=2, head_dim=head_dim,
+                                     block_size=block_size)
+    module = hg.compile(prefill_mlir(q_heads=4, kv_heads=2, head_dim=head_dim,
+                                     block_size=block_size, dtype="f32", scale=0.3))
+    q = rng.standard_normal((2, 9, 4, head_dim)).astype(np.float32)
+    out = np.full_like(q, np.nan)
+    module.call("prefill", q, k, v, table, lens, out)
+    want = reference_prefill_attention(q, k, v, table, lens, scale=np.float32(0.3))
+    np.testing.assert_allclose(out, want, **tolerance("f32"))
