@@ -4,7 +4,8 @@
 // Build (own directory; needs nothing but the reader's sources and nlohmann-json):
 //   mkdir -p build-fuzz && clang++-22 -std=c++17 -g -O1 -fsanitize=fuzzer,address,undefined \
 //     -fno-sanitize-recover=undefined -I runtime/include runtime/fuzz/safetensors_fuzz.cpp \
-//     runtime/lib/model/safetensors.cpp runtime/lib/model/tensor_convert.cpp \
+//     runtime/lib/model/safetensors.cpp runtime/lib/model/safetensors_json.cpp \
+//     runtime/lib/model/tensor_convert.cpp \
 //     -o build-fuzz/safetensors_fuzz
 // Run (corpus dir grows; the seeds and dictionary are in runtime/fuzz/):
 //   mkdir -p build-fuzz/corpus && build-fuzz/safetensors_fuzz -max_total_time=60 \
