@@ -96,7 +96,7 @@ TEST(Safetensors, ShardedCheckpointMergesShardsThroughTheIndex) {
     index["weight_map"][t.name] = "model-00002-of-00002.safetensors";
   test::writeText(dir.file("model.safetensors.index.json"), index.dump(2));
 
-  for (const std::string &path : {dir.path(), dir.file("model.safetensors.index.json")}) {
+  for (const std::string &path : {dir.path() + "/", dir.file("model.safetensors.index.json")}) {
     auto ck = Checkpoint::open(path);
     ASSERT_TRUE(ck.isOk()) << ck.status().message();
     EXPECT_EQ((*ck)->size(), all.size());

@@ -299,7 +299,10 @@ Status Checkpoint::addFile(const std::string &file, std::map<std::string, Tensor
 
 Checkpoint::~Checkpoint() = default;
 
-Result<std::unique_ptr<Checkpoint>> Checkpoint::open(const std::string &path) {
+Result<std::unique_ptr<Checkpoint>> Checkpoint::open(const std::string &given) {
+  std::string path = given;
+  while (path.size() > 1 && path.back() == '/')  // "dir/" names files "dir/x", not "dir//x"
+    path.pop_back();
   std::unique_ptr<Checkpoint> ckpt(new Checkpoint());
   ckpt->path_ = path;
   struct stat st;
