@@ -284,6 +284,12 @@ TEST(Safetensors, MalformedHeadersAreRefused) {
   auto skipped = Checkpoint::open(path);
   ASSERT_TRUE(skipped.isOk()) << skipped.status().message();
   EXPECT_EQ((*skipped)->find("r")->shape, std::vector<int64_t>{1});
+  // A hostile name is cut in the message, not copied whole into it.
+  json longName = {{std::string(100000, 'n'), 3}};
+  test::writeBytes(path, test::fileBytes(longName.dump(), data));
+  Status cut = openStatus(path);
+  expectError(cut, {path, "'nnnn", "...'", "not an object"});
+  EXPECT_LT(cut.message().size(), 1000u);
   // Bytes that are not UTF-8 inside a string.
   test::writeBytes(path, test::fileBytes("{\"\xff\xfe\": {}}", data));
   expectError(openStatus(path), {path, "not valid JSON"});

@@ -12,7 +12,6 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
-#include <set>
 
 namespace hybridgen::rt {
 
@@ -49,9 +48,10 @@ const DTypeEntry *lookupDType(const std::string &name) {
   return nullptr;
 }
 
-/// Quoted for a message; untrusted names are cut so that a hostile one cannot make a huge message.
+/// Quoted for a message; untrusted names are cut so that a hostile one cannot make a huge message
+/// (the cut is PATH_MAX, so a file path is always whole).
 std::string inQuotes(const std::string &s) {
-  constexpr size_t kMax = 200;
+  constexpr size_t kMax = 4096;
   return "'" + (s.size() <= kMax ? s : s.substr(0, kMax) + "...") + "'";
 }
 
@@ -242,7 +242,7 @@ Status Checkpoint::addFile(const std::string &file, std::map<std::string, Tensor
   const auto *bytes = static_cast<const unsigned char *>(base);
 
   uint64_t headerLen = 0;
-  for (int i = 7; i >= 0; --i)  // little-endian on every host
+  for (int i = 7; i >= 0; --i)  // the format's length is little-endian, whatever the host
     headerLen = (headerLen << 8) | bytes[i];
   if (headerLen > kMaxHeaderBytes)
     return invalidArgument(where + "header length " + std::to_string(headerLen) + " exceeds the " +
