@@ -189,7 +189,7 @@ class Reference:
         if got is None:
             if name not in self._weights:
                 raise ModelError(f"weights: missing tensor '{name}'")
-            got = np.asarray(self._weights[name]).astype(np.float64)
+            got = np.asarray(self._weights[name], dtype=np.float64)  # no copy when float64
             self._f64[name] = got
         if shape is not None and tuple(got.shape) != tuple(shape):
             raise ModelError(f"weights: tensor '{name}' has shape {list(got.shape)}, "
@@ -336,7 +336,12 @@ def greedy(ref: Reference, prompt_ids, max_new_tokens: int, eos_token_id=None) -
     cache = ref.new_cache()
     logits = ref.forward(prompt_ids, cache)
     out = []
-    eos = set(np.atleast_1d(eos_token_id).tolist()) if eos_token_id is not None else set()
+    if eos_token_id is None:
+        eos = set()
+    elif isinstance(eos_token_id, (int, np.integer)):
+        eos = {int(eos_token_id)}
+    else:
+        eos = {int(e) for e in eos_token_id}
     for _ in range(max_new_tokens):
         tok = int(np.argmax(logits[-1]))
         out.append(tok)
