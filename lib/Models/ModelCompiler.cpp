@@ -3,6 +3,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include <cctype>
 #include <chrono>
 #include <filesystem>
 #include <fstream>
@@ -57,6 +58,34 @@ double compileModelDir(const std::string &modelDir, const std::string &artifactD
   // The MLIR next to the library: what was compiled, for people and for lit.
   std::ofstream(fs::path(artifactDir) / "model.mlir") << module.mlir;
   return seconds;
+}
+
+std::string ensureArtifact(const std::string &modelDir, std::string artifactDir,
+                           const ModelCompileOptions &options, bool *compiled) {
+  namespace fs = std::filesystem;
+  if (compiled)
+    *compiled = false;
+  fs::path config = fs::path(modelDir) / "config.json";
+  if (artifactDir.empty()) {
+    std::string key = fs::absolute(modelDir).lexically_normal().string();
+    for (char &ch : key)
+      if (!std::isalnum(static_cast<unsigned char>(ch)))
+        ch = '_';
+    key += "_w" + options.weightDtype;
+    for (const std::string &kv : options.kvDtypes)
+      key += "_" + kv;
+    artifactDir = (fs::temp_directory_path() / "hybridgen-artifacts" / key).string();
+  }
+  fs::path meta = fs::path(artifactDir) / "metadata.json";
+  std::error_code ec1, ec2;
+  bool fresh = fs::exists(meta) && fs::exists(fs::path(artifactDir) / "model.so") &&
+               fs::last_write_time(meta, ec1) >= fs::last_write_time(config, ec2) && !ec1 && !ec2;
+  if (!fresh) {
+    compileModelDir(modelDir, artifactDir, options);
+    if (compiled)
+      *compiled = true;
+  }
+  return artifactDir;
 }
 
 } // namespace hybridgen::models
