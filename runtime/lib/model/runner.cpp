@@ -131,6 +131,9 @@ Status runStep(ModelRunner::Impl &m, const int32_t *ids, int64_t T, bool decode,
       {"layer", {m.layerId.data(), ElemType::i64, {1}, {}}},
   };
   const BoundFunction &post = decode ? m.layerDecode : m.layerPrefill;
+  // The C ABI reads one process-global scheduler: make it this model's for this step.
+  if (installedContext() != m.scheduler)
+    installContext(m.scheduler);
   try {
     m.library->call("embed", buildArgs(m.embed, 0, buf));
     if (decode)

@@ -53,8 +53,8 @@ public:
         return invalidArgument("artifact: weight '" + name + "' has a dynamic dimension");
     Result<const TensorInfo *> found = impl_.checkpoint->require(name, shape);
     if (!found)
-      return invalidArgument("weights disagree with the model config: " +
-                             found.status().message());
+      return invalidArgument(found.status().message() + " (the weights do not fit the model's "
+                             "config.json)");
     const TensorInfo &t = **found;
     memref_call::Arg arg;
     arg.type = type;
