@@ -41,13 +41,14 @@ struct LowerRuntimeCallsPass : hybridgen::impl::HGLowerRuntimeCallsBase<LowerRun
     auto beginFn = declareRuntimeFunction(module, "hgrt_segment_begin", {i64}, {});
     auto endFn = declareRuntimeFunction(module, "hgrt_segment_end", {i64}, {});
 
-    // Split points first: they need their segment to find its id.
+    // Split points first: they need their segment to find its id (a constant, or the run-time
+    // value of a dynamic id, which dominates the segment and so every split point inside).
     SmallVector<SplitPointOp> points;
     module.walk([&](SplitPointOp op) { points.push_back(op); });
     for (SplitPointOp op : points) {
       b.setInsertionPoint(op);
       Location loc = op.getLoc();
-      Value id = arith::ConstantIntOp::create(b, loc, op.getSegmentId(), 64);
+      Value id = op.getSegment().buildIdValue(b, loc);
       Value raw = func::CallOp::create(b, loc, splitFn, ValueRange{id}).getResult(0);
       // A negative answer would make empty-range garbage of the partials: clamp it at 0.
       Value zero = arith::ConstantIntOp::create(b, loc, 0, 64);
@@ -62,7 +63,7 @@ struct LowerRuntimeCallsPass : hybridgen::impl::HGLowerRuntimeCallsBase<LowerRun
     for (SegmentOp op : segments) {
       b.setInsertionPoint(op);
       Location loc = op.getLoc();
-      Value id = arith::ConstantIntOp::create(b, loc, op.getId(), 64);
+      Value id = op.buildIdValue(b, loc);
       func::CallOp::create(b, loc, beginFn, ValueRange{id});
       Block &body = op.getBody().front();
       op->getBlock()->getOperations().splice(Block::iterator(op), body.getOperations());

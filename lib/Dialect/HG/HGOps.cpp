@@ -1,6 +1,7 @@
 //===- HGOps.cpp - hg op verifiers ------------------------------*- C++ -*-===//
 #include "hybridgen/Dialect/HG/HGOps.h"
 
+#include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Utils/StaticValueUtils.h"
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/OpImplementation.h"
@@ -9,6 +10,31 @@
 
 using namespace mlir;
 using namespace mlir::hybridgen;
+
+/// `3` or `dynamic(%id)`: the id of an hg.segment (declarative optional groups cannot tell a
+/// missing integer from the region's opening brace).
+static ParseResult parseSegmentId(OpAsmParser &parser, IntegerAttr &id,
+                                  std::optional<OpAsmParser::UnresolvedOperand> &dynamicId) {
+  if (succeeded(parser.parseOptionalKeyword("dynamic"))) {
+    OpAsmParser::UnresolvedOperand operand;
+    if (parser.parseLParen() || parser.parseOperand(operand) || parser.parseRParen())
+      return failure();
+    dynamicId = operand;
+    return success();
+  }
+  int64_t value;
+  if (parser.parseInteger(value))
+    return failure();
+  id = parser.getBuilder().getI64IntegerAttr(value);
+  return success();
+}
+
+static void printSegmentId(OpAsmPrinter &printer, Operation *, IntegerAttr id, Value dynamicId) {
+  if (dynamicId)
+    printer << "dynamic(" << dynamicId << ")";
+  else if (id)
+    printer << id.getInt();
+}
 
 #define GET_OP_CLASSES
 #include "hybridgen/Dialect/HG/HGOps.cpp.inc"
@@ -201,11 +227,21 @@ LogicalResult MergeOp::verify() {
 //===----------------------------------------------------------------------===//
 
 LogicalResult SegmentOp::verify() {
-  if (getId() < 0)
-    return emitOpError("segment id must be non-negative, got ") << getId();
+  if (getIdAttr() && getDynamicId())
+    return emitOpError("takes either a constant id or dynamic(%id), not both");
+  if (!getIdAttr() && !getDynamicId())
+    return emitOpError("needs a segment id: a constant or dynamic(%id)");
+  if (getIdAttr() && getIdAttr().getInt() < 0)
+    return emitOpError("segment id must be non-negative, got ") << getIdAttr().getInt();
   if ((*this)->getParentOfType<SegmentOp>())
     return emitOpError("segments do not nest");
   return success();
+}
+
+Value SegmentOp::buildIdValue(OpBuilder &b, Location loc) {
+  if (Value dynamicId = getDynamicId())
+    return arith::IndexCastOp::create(b, loc, b.getI64Type(), dynamicId);
+  return arith::ConstantIntOp::create(b, loc, getIdAttr().getInt(), 64);
 }
 
 LogicalResult SplitPointOp::verify() {
@@ -214,6 +250,4 @@ LogicalResult SplitPointOp::verify() {
   return success();
 }
 
-int64_t SplitPointOp::getSegmentId() {
-  return (*this)->getParentOfType<SegmentOp>().getId();
-}
+SegmentOp SplitPointOp::getSegment() { return (*this)->getParentOfType<SegmentOp>(); }

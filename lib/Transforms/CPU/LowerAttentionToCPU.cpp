@@ -121,7 +121,7 @@ struct LowerAttentionToCPUPass
     auto segment = op->getParentOfType<SegmentOp>();
     Value id, device;
     if (segment) {
-      id = arith::ConstantIntOp::create(b, segment.getId(), 64);
+      id = segment.buildIdValue(b, b.getLoc());
       device = arith::ConstantIntOp::create(b, static_cast<int64_t>(op.getDevice()), 32);
       auto begin = declareFunction(module, "hgrt_device_begin", {b.getI64Type(), b.getI32Type()});
       func::CallOp::create(b, begin, ValueRange{id, device});

@@ -86,3 +86,54 @@ func.func @single_device(%q: memref<1x4x32xf32>, %k: memref<4x4x8x32xf32>,
       {scale = 0.17677 : f32, split = #hg.split<[cpu], point = 0>}
   return
 }
+
+// Chunked prefill: 64 new tokens of GQA 4 over a bf16 pool, with window and softcap.
+// CHECK-LABEL: func.func @prefill_window_softcap
+// CHECK: hg.prefill_attention q(%{{.*}} : memref<1x64x32x128xf32>) kv(%{{.*}}, %{{.*}} : memref<64x8x16x128xbf16>, memref<64x8x16x128xbf16>) table(%{{.*}} : memref<1x32xi32>) lens(%{{.*}} : memref<1xi32>) out(%{{.*}} : memref<1x64x32x128xf32>)
+// CHECK-SAME: scale = 8.838830e-02 : f32
+// CHECK-SAME: softcap = 3.000000e+01 : f32
+// CHECK-SAME: window = 4096 : i64
+func.func @prefill_window_softcap(%q: memref<1x64x32x128xf32>, %k: memref<64x8x16x128xbf16>,
+                                  %v: memref<64x8x16x128xbf16>, %bt: memref<1x32xi32>,
+                                  %lens: memref<1xi32>, %o: memref<1x64x32x128xf32>) {
+  hg.prefill_attention q(%q : memref<1x64x32x128xf32>)
+      kv(%k, %v : memref<64x8x16x128xbf16>, memref<64x8x16x128xbf16>)
+      table(%bt : memref<1x32xi32>) lens(%lens : memref<1xi32>)
+      out(%o : memref<1x64x32x128xf32>)
+      {scale = 0.0883883 : f32, window = 4096, softcap = 30.0 : f32}
+  return
+}
+
+// Prefill with a dynamic batch and chunk, f32 pool, no window.
+// CHECK-LABEL: func.func @prefill_dynamic
+// CHECK: hg.prefill_attention q(%{{.*}} : memref<?x?x8x64xf32>) {{.*}} out(%{{.*}} : memref<?x?x8x64xf32>) {scale = 1.250000e-01 : f32}
+func.func @prefill_dynamic(%q: memref<?x?x8x64xf32>, %k: memref<?x8x16x64xf32>,
+                           %v: memref<?x8x16x64xf32>, %bt: memref<?x?xi32>,
+                           %lens: memref<?xi32>, %o: memref<?x?x8x64xf32>) {
+  hg.prefill_attention q(%q : memref<?x?x8x64xf32>)
+      kv(%k, %v : memref<?x8x16x64xf32>, memref<?x8x16x64xf32>)
+      table(%bt : memref<?x?xi32>) lens(%lens : memref<?xi32>)
+      out(%o : memref<?x?x8x64xf32>) {scale = 0.125 : f32}
+  return
+}
+
+// A segment whose id is a run-time value (one layer function serving every layer), with a
+// runtime split point inside.
+// CHECK-LABEL: func.func @dynamic_segment
+// CHECK-SAME: (%[[LAYER:.*]]: index
+// CHECK: hg.segment dynamic(%[[LAYER]]) {
+// CHECK-NEXT: hg.split_point : index
+// CHECK: split = #hg.split<[cpu, gpu], point = runtime, merge = lse, dense>
+func.func @dynamic_segment(%layer: index, %q: memref<1x8x64xf32>, %k: memref<8x2x16x64xf32>,
+                           %v: memref<8x2x16x64xf32>, %bt: memref<1x8xi32>,
+                           %lens: memref<1xi32>, %o: memref<1x8x64xf32>) {
+  hg.segment dynamic(%layer) {
+    %s = hg.split_point : index
+    hg.attention q(%q : memref<1x8x64xf32>)
+        kv(%k, %v : memref<8x2x16x64xf32>, memref<8x2x16x64xf32>)
+        table(%bt : memref<1x8xi32>) lens(%lens : memref<1xi32>)
+        out(%o : memref<1x8x64xf32>)
+        {scale = 0.125 : f32, split = #hg.split<[cpu, gpu], point = runtime>}
+  }
+  return
+}

@@ -14,6 +14,7 @@ def HG_KVPool : MemRefRankOf<[F32, F16, BF16], [4]>;
 def HG_BlockTable : MemRefRankOf<[I32], [2]>;
 def HG_SeqLens : MemRefRankOf<[I32], [1]>;
 def HG_RowStat : MemRefRankOf<[F32], [2]>;
+def HG_ChunkQueryBuffer : MemRefRankOf<[F32], [4]>;
 
 //===----------------------------------------------------------------------===//
 // hg.attention
@@ -139,6 +140,49 @@ def HG_MergeOp : HG_Op<"merge", [AttrSizedOperandSegments]> {
 }
 
 //===----------------------------------------------------------------------===//
+// hg.prefill_attention
+//===----------------------------------------------------------------------===//
+
+def HG_PrefillAttentionOp : HG_Op<"prefill_attention"> {
+  let summary = "causal attention of a chunk of new tokens over the cached prefix";
+  let description = [{
+    Chunked prefill: each sequence adds `chunk` new tokens whose K and V rows are already in the
+    pool. With `L = seq_lens[b]` (the length *including* the chunk), query row `t` of sequence `b`
+    sits at position `p = L - chunk + t` and attends the tokens `j <= p` (and `j > p - window` with
+    a window): `out[b, t, h] = softmax_j(s_j) . V[b, j]`, `s_j = scale * q[b, t, h] . K[b, j]`,
+    soft-capped like hg.attention. Query head `h` reads kv-head `h / (q_heads / kv_heads)`.
+    `L < chunk` is an argument error at run time. Prefill runs on one device: there is no split.
+
+    ```mlir
+    hg.prefill_attention q(%q : memref<1x64x32x128xf32>)
+        kv(%k, %v : memref<64x8x16x128xbf16>, memref<64x8x16x128xbf16>)
+        table(%bt : memref<1x32xi32>) lens(%lens : memref<1xi32>)
+        out(%o : memref<1x64x32x128xf32>)
+        {scale = 0.0883883 : f32, window = 4096}
+    ```
+  }];
+  let arguments = (ins
+    Arg<HG_ChunkQueryBuffer, "queries of the chunk", [MemRead]>:$q,
+    Arg<HG_KVPool, "key pool", [MemRead]>:$k_pool,
+    Arg<HG_KVPool, "value pool", [MemRead]>:$v_pool,
+    Arg<HG_BlockTable, "block table", [MemRead]>:$block_table,
+    Arg<HG_SeqLens, "sequence lengths, chunk included", [MemRead]>:$seq_lens,
+    Arg<HG_ChunkQueryBuffer, "output", [MemWrite]>:$out,
+    F32Attr:$scale,
+    OptionalAttr<I64Attr>:$window,
+    OptionalAttr<F32Attr>:$softcap
+  );
+  let assemblyFormat = [{
+    `q` `(` $q `:` type($q) `)`
+    `kv` `(` $k_pool `,` $v_pool `:` type($k_pool) `,` type($v_pool) `)`
+    `table` `(` $block_table `:` type($block_table) `)`
+    `lens` `(` $seq_lens `:` type($seq_lens) `)`
+    `out` `(` $out `:` type($out) `)` attr-dict
+  }];
+  let hasVerifier = 1;
+}
+
+//===----------------------------------------------------------------------===//
 // Compiled segments and the runtime's split point
 //===----------------------------------------------------------------------===//
 
@@ -149,17 +193,39 @@ def HG_SegmentOp : HG_Op<"segment", [SingleBlock, NoTerminator]> {
     feedback scheduler sees its CPU and GPU times) and `hg.split_point` ops inside read the split
     point the scheduler chose for segment `id`.
 
+    The id is either a constant attribute or, with `dynamic(%id)`, an `index` value known only at
+    run time: one function shared by every layer of a model then runs as a different segment per
+    layer (the caller passes the layer number), and the scheduler tunes each layer apart.
+
     ```mlir
     hg.segment 3 {
       %s = hg.split_point : index
       ...
     }
+    hg.segment dynamic(%layer) {
+      ...
+    }
     ```
   }];
-  let arguments = (ins I64Attr:$id);
+  let arguments = (ins OptionalAttr<I64Attr>:$id, Optional<Index>:$dynamic_id);
   let regions = (region SizedRegion<1>:$body);
-  let assemblyFormat = "$id attr-dict-with-keyword $body";
+  let assemblyFormat = [{
+    custom<SegmentId>($id, $dynamic_id) attr-dict-with-keyword $body
+  }];
   let hasVerifier = 1;
+  let builders = [
+    OpBuilder<(ins "int64_t":$id), [{
+      build($_builder, $_state, $_builder.getI64IntegerAttr(id), ::mlir::Value());
+    }]>,
+    OpBuilder<(ins "::mlir::Value":$dynamicId), [{
+      build($_builder, $_state, ::mlir::IntegerAttr(), dynamicId);
+    }]>
+  ];
+  let extraClassDeclaration = [{
+    /// The segment id as an i64 value at |b|'s insertion point: the constant id materialized, or
+    /// the dynamic id cast from index (what the runtime's C ABI takes).
+    ::mlir::Value buildIdValue(::mlir::OpBuilder &b, ::mlir::Location loc);
+  }];
 }
 
 def HG_SplitPointOp : HG_Op<"split_point"> {
@@ -172,8 +238,8 @@ def HG_SplitPointOp : HG_Op<"split_point"> {
   let assemblyFormat = "attr-dict `:` type($point)";
   let hasVerifier = 1;
   let extraClassDeclaration = [{
-    /// The id of the enclosing segment (the verifier guarantees there is one).
-    int64_t getSegmentId();
+    /// The enclosing segment (the verifier guarantees there is one).
+    SegmentOp getSegment();
   }];
 }
 
