@@ -59,10 +59,21 @@ def _fmt(v) -> str:
 
 
 def print_summary(stats: dict, measured: dict, out):
+    """Model.stats() as lines a person reads: rates first, then the scheduler's view. What the
+    stats lack (an older runner) falls back to the wall-clock numbers measured here."""
+    stats = dict(stats or {})
     print("\n--- summary ---", file=out)
-    for k, v in measured.items():
-        print(f"{k}: {v}", file=out)
-    for k, v in (stats or {}).items():
+    for phase in ("prefill", "decode"):
+        tokens, secs = stats.pop(f"{phase}_tokens", None), stats.pop(f"{phase}_seconds", None)
+        rate = stats.pop(f"{phase}_tokens_per_s", None)
+        steps = stats.pop(f"{phase}_steps", None)
+        if tokens is None or rate is None:
+            print(f"{phase}: {measured[phase]}", file=out)
+            continue
+        extra = f" ({steps} steps)" if steps is not None else ""
+        took = f" in {secs:.3f} s" if secs is not None else ""
+        print(f"{phase}: {tokens} tokens{extra}{took}, {rate:.1f} tokens/s", file=out)
+    for k, v in stats.items():
         print(f"{k.replace('_', ' ')}: {_fmt(v)}", file=out)
 
 
