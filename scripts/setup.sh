@@ -7,7 +7,8 @@ BUILD="${HYBRIDGEN_BUILD_DIR:-$ROOT/build}"
 LLVM=/usr/lib/llvm-22
 
 APT_PACKAGES=(mlir-22-tools libmlir-22-dev llvm-22-dev llvm-22-tools clang-22 lld-22 libomp-22-dev
-              libnuma-dev ninja-build cmake ccache numactl python3-dev python3-venv libgtest-dev)
+              libnuma-dev ninja-build cmake ccache numactl python3-dev python3-venv libgtest-dev
+              nlohmann-json3-dev)
 missing=()
 for p in "${APT_PACKAGES[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

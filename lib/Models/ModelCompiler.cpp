@@ -1,0 +1,91 @@
+//===- ModelCompiler.cpp - model dir -> artifact dir (model.so, .sig, metadata.json) --------===//
+#include "hybridgen/Models/ModelModule.h"
+
+#include <nlohmann/json.hpp>
+
+#include <cctype>
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+namespace hybridgen::models {
+
+double compileModelDir(const std::string &modelDir, const std::string &artifactDir,
+                       const ModelCompileOptions &options) {
+  namespace fs = std::filesystem;
+  std::string configPath = (fs::path(modelDir) / "config.json").string();
+  std::ifstream in(configPath);
+  if (!in)
+    throw driver::ArgumentError("cannot read " + configPath + " (is " + modelDir +
+                                " a Hugging Face model directory?)");
+  std::stringstream text;
+  text << in.rdbuf();
+  rt::Result<rt::model::ModelConfig> config = rt::model::parseModelConfig(text.str(), configPath);
+  if (!config)
+    throw driver::ArgumentError(config.status().message());
+
+  auto start = std::chrono::steady_clock::now();
+  ModelModule module = buildModelModule(*config, options);
+  std::error_code ec;
+  fs::create_directories(artifactDir, ec);
+  if (ec)
+    throw driver::CompileError("cannot create " + artifactDir + ": " + ec.message());
+  driver::CompileOptions compile = options.compile;
+  compile.sourceName = configPath + " (generated model module)";
+  std::string libPath = (fs::path(artifactDir) / "model.so").string();
+  driver::compileToSharedLibrary(module.mlir, libPath, compile);
+  double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+
+  nlohmann::json meta;
+  meta["format"] = "hybridgen-model";
+  meta["version"] = 1;
+  meta["library"] = "model.so";
+  meta["weights"] = fs::absolute(modelDir).lexically_normal().string();
+  meta["weight_dtype"] = options.weightDtype;
+  meta["kv_dtypes"] = options.kvDtypes;
+  meta["block_size"] = options.blockSize;
+  meta["prefill"] = options.prefill;
+  meta["dynamic_segments"] = options.dynamicSegments;
+  meta["target_cpu"] = compile.targetCpu;
+  meta["compile_seconds"] = seconds;
+  meta["config"] = nlohmann::json::parse(text.str());
+  meta["functions"] = module.functionArguments;
+  std::ofstream out(fs::path(artifactDir) / "metadata.json");
+  out << meta.dump(2) << "\n";
+  if (!out)
+    throw driver::CompileError("cannot write " + artifactDir + "/metadata.json");
+  // The MLIR next to the library: what was compiled, for people and for lit.
+  std::ofstream(fs::path(artifactDir) / "model.mlir") << module.mlir;
+  return seconds;
+}
+
+std::string ensureArtifact(const std::string &modelDir, std::string artifactDir,
+                           const ModelCompileOptions &options, bool *compiled) {
+  namespace fs = std::filesystem;
+  if (compiled)
+    *compiled = false;
+  fs::path config = fs::path(modelDir) / "config.json";
+  if (artifactDir.empty()) {
+    std::string key = fs::absolute(modelDir).lexically_normal().string();
+    for (char &ch : key)
+      if (!std::isalnum(static_cast<unsigned char>(ch)))
+        ch = '_';
+    key += "_w" + options.weightDtype;
+    for (const std::string &kv : options.kvDtypes)
+      key += "_" + kv;
+    artifactDir = (fs::temp_directory_path() / "hybridgen-artifacts" / key).string();
+  }
+  fs::path meta = fs::path(artifactDir) / "metadata.json";
+  std::error_code ec1, ec2;
+  bool fresh = fs::exists(meta) && fs::exists(fs::path(artifactDir) / "model.so") &&
+               fs::last_write_time(meta, ec1) >= fs::last_write_time(config, ec2) && !ec1 && !ec2;
+  if (!fresh) {
+    compileModelDir(modelDir, artifactDir, options);
+    if (compiled)
+      *compiled = true;
+  }
+  return artifactDir;
+}
+
+} // namespace hybridgen::models
