@@ -99,8 +99,10 @@ private:
 const char *kRowMaps2 = "affine_map<(i, j) -> (i, j)>";
 
 /// out[n, o] = in[n, k] . w[o, k] (+ bias[o]); |in| and |out| f32, |w| and |bias| weight type.
-void emitMatmul(FunctionWriter &f, const std::string &in, int64_t inCols, const std::string &w,
-                int64_t outCols, const std::string *bias, const std::string &out) {
+/// The portable form: one linalg.generic (lowered to parallel loops by hg-cpu-pipeline).
+void emitLinalgMatmul(FunctionWriter &f, const std::string &in, int64_t inCols,
+                      const std::string &w, int64_t outCols, const std::string *bias,
+                      const std::string &out) {
   std::ostringstream &b = f.body();
   const std::string &wt = f.weightType();
   if (bias) {
@@ -125,6 +127,88 @@ void emitMatmul(FunctionWriter &f, const std::string &in, int64_t inCols, const 
   b << "      %p = arith.mulf %x, " << wf << " : f32\n"
     << "      %s = arith.addf %acc, %p : f32\n"
     << "      linalg.yield %s : f32\n    }\n";
+}
+
+/// The same product as a bandwidth-bound kernel: OpenMP over output rows, each weight row read
+/// once with 16-wide vector loads (bf16/f16 widened in registers, f32 accumulation) into
+/// |unroll| independent accumulators, reused from L1 for every token row. Needs inCols % 16 == 0.
+void emitVectorMatmul(FunctionWriter &f, const std::string &in, int64_t inCols,
+                      const std::string &w, int64_t outCols, const std::string *bias,
+                      const std::string &out, const std::string &n) {
+  std::ostringstream &b = f.body();
+  const std::string &wt = f.weightType();
+  const int64_t lanes = 16;
+  int64_t unroll = inCols % (lanes * 4) == 0 ? 4 : inCols % (lanes * 2) == 0 ? 2 : 1;
+  std::string vf = "vector<16xf32>", vw = "vector<16x" + wt + ">";
+  std::string c0 = f.constant("0", "index"), c1 = f.constant("1", "index"),
+              cO = f.constant(std::to_string(outCols), "index"),
+              cK = f.constant(std::to_string(inCols), "index"),
+              step = f.constant(std::to_string(lanes * unroll), "index");
+  std::string zero = f.constant("dense<0.0>", vf);
+  std::string zs = f.constant("0.0", "f32");
+  b << "    scf.parallel (%o) = (" << c0 << ") to (" << cO << ") step (" << c1 << ") {\n";
+  std::string biasValue = zs;
+  if (bias) {
+    b << "      %bw = memref.load " << *bias << "[%o] : " << vecType(outCols, wt) << "\n";
+    biasValue = "%bw";
+    if (wt != "f32") {
+      b << "      %bf = arith.extf %bw : " << wt << " to f32\n";
+      biasValue = "%bf";
+    }
+  }
+  b << "      scf.for %m = " << c0 << " to " << n << " step " << c1 << " {\n";
+  b << "        %acc:" << unroll << " = scf.for %k = " << c0 << " to " << cK << " step " << step
+    << " iter_args(";
+  for (int64_t u = 0; u < unroll; ++u)
+    b << (u ? ", " : "") << "%s" << u << " = " << zero;
+  b << ") -> (";
+  for (int64_t u = 0; u < unroll; ++u)
+    b << (u ? ", " : "") << vf;
+  b << ") {\n";
+  for (int64_t u = 0; u < unroll; ++u) {
+    std::string k = "%k";
+    if (u) {
+      b << "          %off" << u << " = arith.constant " << u * lanes << " : index\n"
+        << "          %k" << u << " = arith.addi %k, %off" << u << " : index\n";
+      k = "%k" + std::to_string(u);
+    }
+    b << "          %x" << u << " = vector.load " << in << "[%m, " << k << "] : "
+      << rowType(inCols) << ", " << vf << "\n"
+      << "          %w" << u << " = vector.load " << w << "[%o, " << k << "] : "
+      << matType(outCols, inCols, wt) << ", " << vw << "\n";
+    std::string wv = "%w" + std::to_string(u);
+    if (wt != "f32") {
+      b << "          %wf" << u << " = arith.extf %w" << u << " : " << vw << " to " << vf << "\n";
+      wv = "%wf" + std::to_string(u);
+    }
+    b << "          %r" << u << " = vector.fma %x" << u << ", " << wv << ", %s" << u << " : " << vf
+      << "\n";
+  }
+  b << "          scf.yield ";
+  for (int64_t u = 0; u < unroll; ++u)
+    b << (u ? ", " : "") << "%r" << u;
+  b << " : ";
+  for (int64_t u = 0; u < unroll; ++u)
+    b << (u ? ", " : "") << vf;
+  b << "\n        }\n";
+  std::string sum = "%acc#0";
+  for (int64_t u = 1; u < unroll; ++u) {
+    b << "        %t" << u << " = arith.addf " << sum << ", %acc#" << u << " : " << vf << "\n";
+    sum = "%t" + std::to_string(u);
+  }
+  b << "        %dot = vector.reduction <add>, " << sum << " : " << vf << " into f32\n"
+    << "        %y = arith.addf %dot, " << biasValue << " : f32\n"
+    << "        memref.store %y, " << out << "[%m, %o] : " << rowType(outCols) << "\n"
+    << "      }\n      scf.reduce\n    }\n";
+}
+
+void emitMatmul(FunctionWriter &f, const std::string &in, int64_t inCols, const std::string &w,
+                int64_t outCols, const std::string *bias, const std::string &out,
+                const std::string &n) {
+  if (inCols % 16 == 0)
+    emitVectorMatmul(f, in, inCols, w, outCols, bias, out, n);
+  else
+    emitLinalgMatmul(f, in, inCols, w, outCols, bias, out);
 }
 
 /// out = norm(in) * w (+ b): RMSNorm or LayerNorm over the |cols| of every row.
@@ -332,7 +416,7 @@ std::string buildLayerPre(const ModelConfig &c, const std::string &wt,
   std::string h = f.alloc(rowType(H), n);
   emitNorm(f, c, x, n, lnW, normBias ? &lnB : nullptr, h);
   for (int i = 0; i < 3; ++i)
-    emitMatmul(f, h, H, proj[i], dims[i], c.qkvBias ? &bias[i] : nullptr, out[i]);
+    emitMatmul(f, h, H, proj[i], dims[i], c.qkvBias ? &bias[i] : nullptr, out[i], n);
   if (c.rope) {
     emitRope(f, c, out[0], c.qHeads, pos, n);
     emitRope(f, c, out[1], c.kvHeads, pos, n);
@@ -357,11 +441,12 @@ std::string buildLayerPost(const ModelConfig &c, const std::string &wt, const st
   std::string poolT = "memref<?x" + std::to_string(c.kvHeads) + "x" +
                       std::to_string(opts.blockSize) + "x" + d + "x" + kv + ">";
   std::string x = f.arg("x", rowType(H));
-  std::string q = f.arg("q", rowType(QD));
+  // Prefill has no split (one device) and so no segment: it needs neither q rows nor the layer.
+  std::string q = prefill ? "" : f.arg("q", rowType(QD));
   std::string kp = f.arg("k_pool", poolT), vp = f.arg("v_pool", poolT);
   std::string bt = f.arg("block_table", "memref<?x?xi32>");
   std::string lens = f.arg("seq_lens", "memref<?xi32>");
-  std::string layer = f.arg("layer", "memref<1xi64>");
+  std::string layer = prefill ? "" : f.arg("layer", "memref<1xi64>");
   std::string wo = f.arg("layer:" + names.o + ".weight", matType(H, QD, wt));
   std::string bo = c.denseBias ? f.arg("layer:" + names.o + ".bias", vecType(H, wt)) : "";
   bool normBias = c.norm == NormKind::kLayer;
@@ -407,33 +492,37 @@ std::string buildLayerPost(const ModelConfig &c, const std::string &wt, const st
     b << "    " << attFlat << " = memref.collapse_shape " << att << " [[0], [1, 2]] : " << q3T
       << " into " << rowType(QD) << "\n";
   } else {
+    // The runner passes q and the attention output as [batch, T, q_dim] views ("q_chunks",
+    // "attn_chunks") next to their [batch * T, q_dim] rows: expanding one dynamic dimension into
+    // two is what memref.expand_shape's lowering cannot do here.
     std::string q4T = "memref<?x?x" + qh + "x" + d + "xf32>";
-    std::string bsz = dimOf(f, lens, "memref<?xi32>", 0);
-    std::string t = f.fresh();
-    b << "    " << t << " = arith.divui " << n << ", " << bsz << " : index\n";
-    std::string q4 = f.fresh();
-    b << "    " << q4 << " = memref.expand_shape " << q << " [[0, 1], [2, 3]] output_shape ["
-      << bsz << ", " << t << ", " << qh << ", " << d << "] : " << rowType(QD) << " into " << q4T
-      << "\n";
-    std::string att = f.alloc(q4T, bsz + ", " + t);
+    std::string c3T = "memref<?x?x" + std::to_string(QD) + "xf32>";
+    std::string qc = f.arg("q_chunks", c3T);
+    std::string attRows = f.arg("attn", rowType(QD));
+    std::string attChunks = f.arg("attn_chunks", c3T);
+    std::string bsz = dimOf(f, qc, c3T, 0), t = dimOf(f, qc, c3T, 1);
+    std::string q4 = f.fresh(), att4 = f.fresh();
+    b << "    " << q4 << " = memref.expand_shape " << qc << " [[0], [1], [2, 3]] output_shape ["
+      << bsz << ", " << t << ", " << qh << ", " << d << "] : " << c3T << " into " << q4T << "\n"
+      << "    " << att4 << " = memref.expand_shape " << attChunks
+      << " [[0], [1], [2, 3]] output_shape [" << bsz << ", " << t << ", " << qh << ", " << d
+      << "] : " << c3T << " into " << q4T << "\n";
     b << "    hg.prefill_attention q(" << q4 << " : " << q4T << ") kv(" << kp << ", " << vp
       << " : " << poolT << ", " << poolT << ") table(" << bt << " : memref<?x?xi32>) lens("
-      << lens << " : memref<?xi32>)\n        out(" << att << " : " << q4T << ") {" << attrs
+      << lens << " : memref<?xi32>)\n        out(" << att4 << " : " << q4T << ") {" << attrs
       << "}\n";
-    attFlat = f.fresh();
-    b << "    " << attFlat << " = memref.collapse_shape " << att << " [[0, 1], [2, 3]] : " << q4T
-      << " into " << rowType(QD) << "\n";
+    attFlat = attRows;
   }
   std::string tmp = f.alloc(rowType(H), n);
-  emitMatmul(f, attFlat, QD, wo, H, c.denseBias ? &bo : nullptr, tmp);
+  emitMatmul(f, attFlat, QD, wo, H, c.denseBias ? &bo : nullptr, tmp, n);
   emitResidual(f, x, tmp, H);
   std::string h = f.alloc(rowType(H), n);
   emitNorm(f, c, x, n, ln2W, normBias ? &ln2B : nullptr, h);
   std::string mid = f.alloc(rowType(I), n);
   if (c.gatedMlp) {
     std::string g = f.alloc(rowType(I), n);
-    emitMatmul(f, h, H, gate, I, nullptr, g);
-    emitMatmul(f, h, H, up, I, nullptr, mid);
+    emitMatmul(f, h, H, gate, I, nullptr, g, n);
+    emitMatmul(f, h, H, up, I, nullptr, mid, n);
     // mid = silu(g) * up
     b << "    linalg.generic {indexing_maps = [" << kRowMaps2 << ", " << kRowMaps2
       << "], iterator_types = [\"parallel\", \"parallel\"]} ins(" << g << " : " << rowType(I)
@@ -442,14 +531,14 @@ std::string buildLayerPost(const ModelConfig &c, const std::string &wt, const st
       << "      %e = math.exp %ng : f32\n      %den = arith.addf %one, %e : f32\n"
       << "      %sg = arith.divf %g, %den : f32\n      %r = arith.mulf %sg, %u : f32\n"
       << "      linalg.yield %r : f32\n    }\n";
-    emitMatmul(f, mid, I, down, H, nullptr, tmp);
+    emitMatmul(f, mid, I, down, H, nullptr, tmp, n);
   } else {
-    emitMatmul(f, h, H, fc1, I, c.denseBias ? &fc1b : nullptr, mid);
+    emitMatmul(f, h, H, fc1, I, c.denseBias ? &fc1b : nullptr, mid, n);
     b << "    linalg.generic {indexing_maps = [" << kRowMaps2
       << "], iterator_types = [\"parallel\", \"parallel\"]} outs(" << mid << " : " << rowType(I)
       << ") {\n    ^bb0(%m: f32):\n      %z = arith.constant 0.0 : f32\n"
       << "      %r = arith.maximumf %m, %z : f32\n      linalg.yield %r : f32\n    }\n";
-    emitMatmul(f, mid, I, fc2, H, c.denseBias ? &fc2b : nullptr, tmp);
+    emitMatmul(f, mid, I, fc2, H, c.denseBias ? &fc2b : nullptr, tmp, n);
   }
   emitResidual(f, x, tmp, H);
   (void)opt;
@@ -474,7 +563,7 @@ std::string buildFinal(const ModelConfig &c, const std::string &wt,
   std::string n = dimOf(f, x, rowType(H), 0);
   std::string h = f.alloc(rowType(H), n);
   emitNorm(f, c, x, n, w, nb.empty() ? nullptr : &nb, h);
-  emitMatmul(f, h, H, head, c.vocab, nullptr, logits);
+  emitMatmul(f, h, H, head, c.vocab, nullptr, logits, n);
   argNames = f.argNames();
   return f.finish();
 }

@@ -87,3 +87,27 @@ func.func @nested_segments() {
   }
   return
 }
+
+// -----
+
+// A dynamic segment id: begin, end and the split point all pass the run-time value, cast once
+// per use from index to i64, so one function called with different layer numbers runs as
+// different segments.
+// CHECK-LABEL: func.func @dynamic_segment
+// CHECK-SAME: (%[[LAYER:.*]]: index,
+// CHECK: %[[BEGIN_ID:.*]] = arith.index_cast %[[LAYER]] : index to i64
+// CHECK: call @hgrt_segment_begin(%[[BEGIN_ID]]) : (i64) -> ()
+// CHECK: %[[SPLIT_ID:.*]] = arith.index_cast %[[LAYER]] : index to i64
+// CHECK: call @hgrt_split_point(%[[SPLIT_ID]]) : (i64) -> i64
+// CHECK: memref.store
+// CHECK: call @hgrt_segment_end(%[[BEGIN_ID]]) : (i64) -> ()
+// CHECK-NOT: arith.constant {{.*}} : i64
+// CHECK: return
+func.func @dynamic_segment(%layer: index, %buf: memref<?xindex>) {
+  %c0 = arith.constant 0 : index
+  hg.segment dynamic(%layer) {
+    %s = hg.split_point : index
+    memref.store %s, %buf[%c0] : memref<?xindex>
+  }
+  return
+}

@@ -6,6 +6,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "CPUCodegen.h"
+#include "PrefillKernel.h"
 
 #include "hybridgen/Dialect/HG/HGOps.h"
 
@@ -149,6 +150,10 @@ struct LowerAttentionToCPUPass
     bool failedAny = false;
     for (PartialAttentionOp op : partials)
       failedAny |= failed(lowerPartial(module, op));
+    SmallVector<PrefillAttentionOp> prefills;
+    module.walk([&](PrefillAttentionOp op) { prefills.push_back(op); });
+    for (PrefillAttentionOp op : prefills)
+      failedAny |= failed(lowerPrefillAttention(module, op, kernels));
     for (MergeOp op : merges) {
       if (!hasIdentityLayout(op.getOut())) {
         op.emitOpError("the CPU lowering needs an identity (row-major) output layout");

@@ -130,6 +130,13 @@ Status runStep(ModelRunner::Impl &m, const int32_t *ids, int64_t T, bool decode,
       {"seq_lens", {m.lens.data(), ElemType::i32, {B}, {}}},
       {"layer", {m.layerId.data(), ElemType::i64, {1}, {}}},
   };
+  if (!decode) {
+    // Prefill's attention reads q and writes its output as [batch, T, q_dim] views.
+    m.attn.resize(size_t(n * c.qDim()));
+    buf["q_chunks"] = {m.q.data(), ElemType::f32, {B, T, c.qDim()}, {}};
+    buf["attn"] = {m.attn.data(), ElemType::f32, {n, c.qDim()}, {}};
+    buf["attn_chunks"] = {m.attn.data(), ElemType::f32, {B, T, c.qDim()}, {}};
+  }
   const BoundFunction &post = decode ? m.layerDecode : m.layerPrefill;
   // The C ABI reads one process-global scheduler: make it this model's for this step.
   if (installedContext() != m.scheduler)

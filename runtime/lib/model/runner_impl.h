@@ -44,7 +44,7 @@ struct ModelRunner::Impl {
   RunnerStats stats;
 
   /// Activation buffers, grown on demand.
-  std::vector<float> x, q, k, v, logits;
+  std::vector<float> x, q, k, v, attn, logits;
   std::vector<int32_t> positions, table, lens;
   std::vector<uint16_t> kvStage16; // k/v of the new tokens in a 16-bit pool dtype
   std::vector<int64_t> layerId = {0};
