@@ -47,11 +47,14 @@ def _fmt(v) -> str:
     if isinstance(v, float):
         return f"{v:.4g}"
     if isinstance(v, dict):
-        return ", ".join(f"{k}={_fmt(x)}" for k, x in v.items())
+        return ", ".join(f"{k} ({_fmt(x)})" if isinstance(x, dict) else f"{k}={_fmt(x)}"
+                         for k, x in v.items())
     if isinstance(v, (list, tuple, np.ndarray)):
         a = list(v)
         if len(a) > 8 and all(isinstance(x, (int, float, np.number)) for x in a):
             arr = np.asarray(a, dtype=np.float64)
+            if arr.min() == arr.max():
+                return f"{len(a)} values, all {arr[0]:.4g}"
             return (f"{len(a)} values, min {arr.min():.4g}, median {np.median(arr):.4g}, "
                     f"max {arr.max():.4g}")
         return "[" + ", ".join(_fmt(x) for x in a) + "]"
