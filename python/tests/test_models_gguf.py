@@ -261,6 +261,9 @@ def test_smollm2_imports_with_its_published_shape(smollm2):
     codec = TextCodec(out)
     assert "<|im_start|>" in codec.chat_template
     assert codec.decode(codec.encode("Hello, world!")) == "Hello, world!"
+    # tokenizer.ggml.pre "smollm": every digit is its own token, as in SmolLM2's own tokenizer.
+    assert [codec.decode([t]) for t in codec.encode("in 2024")] == ["in", " ", "2", "0", "2", "4"]
+    assert codec.encode("<|im_start|>user")[0] == 1  # a CONTROL token maps to its id
 
 
 @needs_smollm2
