@@ -8,7 +8,8 @@ import numpy as np
 import pytest
 
 import hybridgen as hg
-from hybridgen.models import Reference, greedy, load_checkpoint, random_weights, tiny_config
+from hybridgen.models import (Reference, generate_text, greedy, load_checkpoint, random_weights,
+                              tiny_config)
 from hybridgen.models.gguf_import import import_gguf
 from hybridgen.models.text import TextCodec
 from models_helpers import SMOLLM2_GGUF, smollm2_dir
@@ -134,3 +135,13 @@ def test_smollm2_answers_through_the_compiled_model(tmp_path):
              "What is the capital of France?", "--max-new-tokens", 12, "--policy", "static:16")
     assert r.returncode == 0, r.stderr
     assert "Paris" in r.stdout.split("--- summary ---")[0], r.stdout
+
+
+def test_generate_text_streams_and_resets(tiny):
+    model, art, _, _, codec = tiny
+    m = hg.Model(art, weights=str(model), batch=2, policy="static:4")
+    pieces = []
+    text = generate_text(m, "the he", codec, max_new_tokens=7, on_text=pieces.append)
+    assert text == codec.decode(_reference(tiny, codec.encode_chat("the he"), 7))
+    assert "".join(pieces) == text
+    assert generate_text(m, "the he", model, max_new_tokens=7) == text  # KV reset between calls
