@@ -46,7 +46,8 @@ def _gguf_name(hf):
             "lm_head.weight": "output.weight"}[hf]
 
 
-def write_llama_gguf(path, cfg, weights, *, arch="llama", quant=None, skip_meta=(), extra=None):
+def write_llama_gguf(path, cfg, weights, *, arch="llama", quant=None, skip_meta=(), extra=None,
+                     rope_scaling=None):
     """A GGUF of |weights| as llama.cpp's converter writes it: llama metadata, q/k rows permuted
     for its RoPE, tensors in F32 or quantized (|quant|: GGUF name -> type)."""
     quant = quant or {}
@@ -66,6 +67,10 @@ def write_llama_gguf(path, cfg, weights, *, arch="llama", quant=None, skip_meta=
     for key, add in meta.items():
         if key not in skip_meta:
             add()
+    if rope_scaling is not None:
+        kind, factor = rope_scaling
+        w.add_rope_scaling_type(kind)
+        w.add_rope_scaling_factor(factor)
     w.add_tokenizer_model("gpt2")
     w.add_tokenizer_pre("smollm")
     w.add_token_list(tokens)
@@ -168,6 +173,21 @@ def test_untied_output(tmp_path, tiny):
     np.testing.assert_array_equal(back["lm_head.weight"], w["lm_head.weight"])
 
 
+def test_linear_rope_scaling_is_carried_over(tmp_path, tiny):
+    cfg, w = tiny
+    path = write_llama_gguf(tmp_path / "s.gguf", cfg, w, rope_scaling=(gguf.RopeScalingType.LINEAR, 4.0))
+    got = import_gguf(path, tmp_path / "out")
+    assert got["rope_scaling"] == {"rope_type": "linear", "factor": 4.0}
+    scaled = dict(cfg, rope_scaling={"rope_type": "linear", "factor": 4.0})
+    ids = np.arange(1, 20)
+    _, back = load_checkpoint(tmp_path / "out")
+    np.testing.assert_allclose(forward(got, back, ids), forward(scaled, w, ids), rtol=1e-12)
+    assert not np.allclose(forward(got, back, ids), forward(cfg, w, ids))
+    with pytest.raises(UnsupportedModelError, match="yarn"):
+        import_gguf(write_llama_gguf(tmp_path / "y.gguf", cfg, w,
+                                     rope_scaling=(gguf.RopeScalingType.YARN, 4.0)), tmp_path / "o")
+
+
 def test_clear_errors(tmp_path, tiny):
     cfg, w = tiny
     junk = tmp_path / "junk.gguf"
@@ -186,6 +206,9 @@ def test_clear_errors(tmp_path, tiny):
         no_gate = {k: v for k, v in w.items() if k != "model.layers.0.mlp.gate_proj.weight"}
         raw = {"blk.0.ffn_gate.weight": (np.zeros((128, 64 // 32 * 40), np.uint8), Q.Q8_1)}
         import_gguf(write_llama_gguf(tmp_path / "c.gguf", cfg, no_gate, extra=raw), tmp_path / "o4")
+    freqs = {"rope_freqs.weight": (np.ones(8, np.float32), Q.F32)}  # llama.cpp's Llama 3.1 form
+    with pytest.raises(UnsupportedModelError, match="rope_freqs"):
+        import_gguf(write_llama_gguf(tmp_path / "f.gguf", cfg, w, extra=freqs), tmp_path / "o7")
     partial = {k: v for k, v in w.items() if k != "model.norm.weight"}
     with pytest.raises(GgufImportError, match="model.norm.weight"):
         import_gguf(write_llama_gguf(tmp_path / "d.gguf", cfg, partial), tmp_path / "o5")

@@ -11,15 +11,23 @@ from hybridgen.models import (ModelError, Reference, UnsupportedModelError, appl
 from hybridgen.models.reference import rotate_half
 
 ARCHS = ["llama", "llama3", "mistral", "qwen2", "opt"]
+# Options beyond the tiny defaults: Llama with attention/MLP biases, Qwen2 with sliding layers,
+# OPT-350m's post-LayerNorm with project_in/out.
+VARIANTS = {
+    "llama-biases": ("llama", dict(attention_bias=True, mlp_bias=True)),
+    "qwen2-sliding": ("qwen2", dict(use_sliding_window=True, sliding_window=4, max_window_layers=1)),
+    "opt-350m": ("opt", dict(do_layer_norm_before=False, word_embed_proj_dim=32)),
+}
 
 
 def _ids(n, vocab=256, seed=0):
     return np.random.default_rng(seed).integers(0, vocab, n)
 
 
-@pytest.mark.parametrize("arch", ARCHS)
+@pytest.mark.parametrize("arch", ARCHS + list(VARIANTS))
 def test_incremental_equals_full_forward(arch):
-    cfg = tiny_config(arch)
+    base, extra = VARIANTS.get(arch, (arch, {}))
+    cfg = tiny_config(base, **extra)
     w = random_weights(cfg, seed=3)
     ids = _ids(21)  # longer than mistral's window of 8
     full = forward(cfg, w, ids)
@@ -175,3 +183,27 @@ def test_clear_errors():
         forward(cfg, bad, [1, 2])
     with pytest.raises(ModelError, match="token ids"):
         forward(cfg, w, [1, 256])
+
+
+def test_variant_options_change_the_model():
+    ids = _ids(12)
+    for name, (base, extra) in VARIANTS.items():
+        cfg = tiny_config(base, **extra)
+        w = random_weights(cfg, seed=8)
+        plain = tiny_config(base)
+        if name == "llama-biases":
+            assert "model.layers.0.self_attn.o_proj.bias" in w and "model.layers.0.mlp.up_proj.bias" in w
+            nob = {k: v for k, v in w.items() if not k.endswith(".bias")}
+            assert not np.allclose(forward(cfg, w, ids), forward(plain, nob, ids))
+        elif name == "qwen2-sliding":
+            # Layer 0 is full attention (max_window_layers 1), layer 1 is windowed.
+            ref = Reference(cfg, w)
+            assert ref.windows == [None, 4]
+            assert not np.allclose(forward(cfg, w, ids), forward(plain, w, ids))
+            # use_sliding_window False ignores sliding_window, as HF does.
+            off = dict(cfg, use_sliding_window=False)
+            np.testing.assert_allclose(forward(off, w, ids), forward(plain, w, ids), rtol=1e-13)
+        else:
+            assert w["model.decoder.embed_tokens.weight"].shape == (256, 32)
+            assert "model.decoder.final_layer_norm.weight" not in w  # post-LN has no final LN
+            assert np.all(np.isfinite(forward(cfg, w, ids)))

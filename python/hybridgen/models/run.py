@@ -47,11 +47,14 @@ def _fmt(v) -> str:
     if isinstance(v, float):
         return f"{v:.4g}"
     if isinstance(v, dict):
-        return ", ".join(f"{k}={_fmt(x)}" for k, x in v.items())
+        return ", ".join(f"{k} ({_fmt(x)})" if isinstance(x, dict) else f"{k}={_fmt(x)}"
+                         for k, x in v.items())
     if isinstance(v, (list, tuple, np.ndarray)):
         a = list(v)
         if len(a) > 8 and all(isinstance(x, (int, float, np.number)) for x in a):
             arr = np.asarray(a, dtype=np.float64)
+            if arr.min() == arr.max():
+                return f"{len(a)} values, all {arr[0]:.4g}"
             return (f"{len(a)} values, min {arr.min():.4g}, median {np.median(arr):.4g}, "
                     f"max {arr.max():.4g}")
         return "[" + ", ".join(_fmt(x) for x in a) + "]"
@@ -59,10 +62,21 @@ def _fmt(v) -> str:
 
 
 def print_summary(stats: dict, measured: dict, out):
+    """Model.stats() as lines a person reads: rates first, then the scheduler's view. What the
+    stats lack (an older runner) falls back to the wall-clock numbers measured here."""
+    stats = dict(stats or {})
     print("\n--- summary ---", file=out)
-    for k, v in measured.items():
-        print(f"{k}: {v}", file=out)
-    for k, v in (stats or {}).items():
+    for phase in ("prefill", "decode"):
+        tokens, secs = stats.pop(f"{phase}_tokens", None), stats.pop(f"{phase}_seconds", None)
+        rate = stats.pop(f"{phase}_tokens_per_s", None)
+        steps = stats.pop(f"{phase}_steps", None)
+        if tokens is None or rate is None:
+            print(f"{phase}: {measured[phase]}", file=out)
+            continue
+        extra = f" ({steps} steps)" if steps is not None else ""
+        took = f" in {secs:.3f} s" if secs is not None else ""
+        print(f"{phase}: {tokens} tokens{extra}{took}, {rate:.1f} tokens/s", file=out)
+    for k, v in stats.items():
         print(f"{k.replace('_', ' ')}: {_fmt(v)}", file=out)
 
 
