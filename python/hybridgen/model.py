@@ -25,11 +25,12 @@ def _is_artifact(path: str) -> bool:
     return os.path.isfile(os.path.join(path, "metadata.json"))
 
 
-def compile_model(model_dir: str, artifact_dir: str = "", *, weight_dtype: str = "f32",
+def compile_model(model_dir: str, artifact_dir: str = "", *, weight_dtype: str = "auto",
                   kv_dtypes: Sequence[str] = ("f32", "bf16"), prefill: bool = True,
                   force: bool = False) -> str:
     """Compiles |model_dir| (config.json + safetensors) into an artifact dir and returns its path;
-    an up-to-date artifact is reused unless |force|."""
+    an up-to-date artifact is reused unless |force|. |weight_dtype| "auto" compiles for the
+    checkpoint's own element type (bf16 weights stay bf16: the same values, half the bytes)."""
     return _native.compile_model(os.fspath(model_dir), os.fspath(artifact_dir), weight_dtype,
                                  list(kv_dtypes), prefill, force)
 
@@ -39,7 +40,7 @@ class Model:
 
     def __init__(self, path, *, kv_dtype: Optional[str] = None, threads: Optional[int] = None,
                  policy: str = "feedback", batch: int = 1, max_context: int = 4096,
-                 weight_dtype: str = "f32", artifact_dir: str = "", weights: str = "",
+                 weight_dtype: str = "auto", artifact_dir: str = "", weights: str = "",
                  prefill_chunk: int = 512):
         path = os.fspath(path)
         if not os.path.isdir(path):

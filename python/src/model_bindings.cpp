@@ -76,7 +76,7 @@ void bindModels(nb::module_ &m) {
         }
         return models::ensureArtifact(modelDir, artifactDir, opts);
       },
-      nb::arg("model_dir"), nb::arg("artifact_dir") = "", nb::arg("weight_dtype") = "f32",
+      nb::arg("model_dir"), nb::arg("artifact_dir") = "", nb::arg("weight_dtype") = "auto",
       nb::arg("kv_dtypes") = std::vector<std::string>{"f32", "bf16"}, nb::arg("prefill") = true,
       nb::arg("force") = false,
       "Compiles a Hugging Face model dir into an artifact dir (reused while newer than its "

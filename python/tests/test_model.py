@@ -110,6 +110,10 @@ def test_sharded_and_16_bit_checkpoints(tmp_path, dtype, shards):
     weights = models.write_random_checkpoint(tmp_path / "m", cfg, dtype=dtype, shards=shards)
     assert (tmp_path / "m" / "model.safetensors.index.json").exists() == (shards > 1)
     m = hg.Model(tmp_path / "m", artifact_dir=str(tmp_path / "art"), max_context=32)
+    # weight_dtype "auto": compiled for the checkpoint's own element type, nothing converted.
+    import json
+    meta = json.loads((tmp_path / "art" / "metadata.json").read_text())
+    assert meta["weight_dtype"] == {"float32": "f32", "bfloat16": "bf16", "float16": "f16"}[dtype]
     ids = prompt(9, cfg["vocab_size"], 6)
     got = np.stack([m.decode(np.array([t], np.int32))[0] for t in ids])
     assert rel_err(got, models.forward(cfg, weights, ids)) <= TOL
