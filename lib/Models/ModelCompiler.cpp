@@ -1,5 +1,6 @@
 //===- ModelCompiler.cpp - model dir -> artifact dir (model.so, .sig, metadata.json) --------===//
 #include "hybridgen/Models/ModelModule.h"
+#include "hybridgen/runtime/safetensors.h"
 
 #include <nlohmann/json.hpp>
 
@@ -10,6 +11,34 @@
 #include <sstream>
 
 namespace hybridgen::models {
+namespace {
+
+/// "auto": the element type the checkpoint in |modelDir| stores its embedding in (so bf16 weights
+/// are compiled as bf16: the same values, half the bytes per token), else config.json's
+/// torch_dtype, else f32.
+std::string resolveWeightDtype(const std::string &requested, const std::string &modelDir,
+                               const nlohmann::json &config) {
+  if (requested != "auto")
+    return requested;
+  auto fromName = [](const std::string &n) -> std::string {
+    if (n == "BF16" || n == "bfloat16")
+      return "bf16";
+    if (n == "F16" || n == "float16")
+      return "f16";
+    return "f32";
+  };
+  rt::Result<std::unique_ptr<rt::Checkpoint>> ckpt = rt::Checkpoint::open(modelDir);
+  if (ckpt)
+    for (const std::string &name : (*ckpt)->names())
+      if (name.size() >= 19 && name.compare(name.size() - 19, 19, "embed_tokens.weight") == 0)
+        return fromName((*ckpt)->find(name)->dtypeName);
+  for (const char *key : {"torch_dtype", "dtype"})
+    if (config.contains(key) && config[key].is_string())
+      return fromName(config[key].get<std::string>());
+  return "f32";
+}
+
+} // namespace
 
 double compileModelDir(const std::string &modelDir, const std::string &artifactDir,
                        const ModelCompileOptions &options) {
@@ -26,7 +55,10 @@ double compileModelDir(const std::string &modelDir, const std::string &artifactD
     throw driver::ArgumentError(config.status().message());
 
   auto start = std::chrono::steady_clock::now();
-  ModelModule module = buildModelModule(*config, options);
+  ModelCompileOptions resolved = options;
+  resolved.weightDtype =
+      resolveWeightDtype(options.weightDtype, modelDir, nlohmann::json::parse(text.str()));
+  ModelModule module = buildModelModule(*config, resolved);
   std::error_code ec;
   fs::create_directories(artifactDir, ec);
   if (ec)
@@ -42,7 +74,7 @@ double compileModelDir(const std::string &modelDir, const std::string &artifactD
   meta["version"] = 1;
   meta["library"] = "model.so";
   meta["weights"] = fs::absolute(modelDir).lexically_normal().string();
-  meta["weight_dtype"] = options.weightDtype;
+  meta["weight_dtype"] = resolved.weightDtype;
   meta["kv_dtypes"] = options.kvDtypes;
   meta["block_size"] = options.blockSize;
   meta["prefill"] = options.prefill;

@@ -156,7 +156,50 @@ void emitVectorMatmul(FunctionWriter &f, const std::string &in, int64_t inCols,
       biasValue = "%bf";
     }
   }
-  b << "      scf.for %m = " << c0 << " to " << n << " step " << c1 << " {\n";
+  // Token rows four at a time: each widened weight vector feeds four rows' accumulators (prefill);
+  // the remaining rows (all of decode's) run the single-row loop below.
+  const int64_t rows = 4;
+  std::string c4 = f.constant(std::to_string(rows), "index");
+  b << "      %nq = arith.divui " << n << ", " << c4 << " : index\n"
+    << "      %nb = arith.muli %nq, " << c4 << " : index\n"
+    << "      scf.for %m0 = " << c0 << " to %nb step " << c4 << " {\n";
+  for (int64_t r = 1; r < rows; ++r)
+    b << "        %mo" << r << " = arith.constant " << r << " : index\n"
+      << "        %m" << r << " = arith.addi %m0, %mo" << r << " : index\n";
+  std::string c16 = f.constant(std::to_string(lanes), "index");
+  b << "        %bacc:" << rows << " = scf.for %k = " << c0 << " to " << cK << " step " << c16
+    << " iter_args(";
+  for (int64_t r = 0; r < rows; ++r)
+    b << (r ? ", " : "") << "%q" << r << " = " << zero;
+  b << ") -> (";
+  for (int64_t r = 0; r < rows; ++r)
+    b << (r ? ", " : "") << vf;
+  b << ") {\n          %wb = vector.load " << w << "[%o, %k] : " << matType(outCols, inCols, wt)
+    << ", " << vw << "\n";
+  std::string wb = "%wb";
+  if (wt != "f32") {
+    b << "          %wbf = arith.extf %wb : " << vw << " to " << vf << "\n";
+    wb = "%wbf";
+  }
+  for (int64_t r = 0; r < rows; ++r)
+    b << "          %xb" << r << " = vector.load " << in << "[%m" << r << ", %k] : "
+      << rowType(inCols) << ", " << vf << "\n"
+      << "          %rb" << r << " = vector.fma %xb" << r << ", " << wb << ", %q" << r << " : "
+      << vf << "\n";
+  b << "          scf.yield ";
+  for (int64_t r = 0; r < rows; ++r)
+    b << (r ? ", " : "") << "%rb" << r;
+  b << " : ";
+  for (int64_t r = 0; r < rows; ++r)
+    b << (r ? ", " : "") << vf;
+  b << "\n        }\n";
+  for (int64_t r = 0; r < rows; ++r)
+    b << "        %db" << r << " = vector.reduction <add>, %bacc#" << r << " : " << vf
+      << " into f32\n        %yb" << r << " = arith.addf %db" << r << ", " << biasValue
+      << " : f32\n        memref.store %yb" << r << ", " << out << "[%m" << r << ", %o] : "
+      << rowType(outCols) << "\n";
+  b << "      }\n";
+  b << "      scf.for %m = %nb to " << n << " step " << c1 << " {\n";
   b << "        %acc:" << unroll << " = scf.for %k = " << c0 << " to " << cK << " step " << step
     << " iter_args(";
   for (int64_t u = 0; u < unroll; ++u)

@@ -25,22 +25,26 @@ def _is_artifact(path: str) -> bool:
     return os.path.isfile(os.path.join(path, "metadata.json"))
 
 
-def compile_model(model_dir: str, artifact_dir: str = "", *, weight_dtype: str = "f32",
+def compile_model(model_dir: str, artifact_dir: str = "", *, weight_dtype: str = "auto",
                   kv_dtypes: Sequence[str] = ("f32", "bf16"), prefill: bool = True,
                   force: bool = False) -> str:
     """Compiles |model_dir| (config.json + safetensors) into an artifact dir and returns its path;
-    an up-to-date artifact is reused unless |force|."""
+    an up-to-date artifact is reused unless |force|. |weight_dtype| "auto" compiles for the
+    checkpoint's own element type (bf16 weights stay bf16: the same values, half the bytes)."""
     return _native.compile_model(os.fspath(model_dir), os.fspath(artifact_dir), weight_dtype,
                                  list(kv_dtypes), prefill, force)
 
 
 class Model:
-    """A decoder model run by the hybridgen runtime; see the module docstring."""
+    """A decoder model run by the hybridgen runtime; see the module docstring.
+
+    |gpu_tokens| is the (modelled) GPU side's KV budget per sequence and layer: the scheduler then
+    keeps at least the rest of the tokens on the CPU side (0: unlimited)."""
 
     def __init__(self, path, *, kv_dtype: Optional[str] = None, threads: Optional[int] = None,
                  policy: str = "feedback", batch: int = 1, max_context: int = 4096,
-                 weight_dtype: str = "f32", artifact_dir: str = "", weights: str = "",
-                 prefill_chunk: int = 512):
+                 weight_dtype: str = "auto", artifact_dir: str = "", weights: str = "",
+                 prefill_chunk: int = 512, gpu_tokens: int = 0):
         path = os.fspath(path)
         if not os.path.isdir(path):
             raise ArgumentError(f"Model: {path} is not a directory (a model dir or an artifact)")
@@ -59,7 +63,8 @@ class Model:
         self._runner = _native.ModelRunner(self.artifact, policy=policy, batch=int(batch),
                                            max_context=int(max_context), kv_dtype=kv_dtype or "",
                                            threads=int(threads or 0), weights=weights,
-                                           prefill_chunk=int(prefill_chunk))
+                                           prefill_chunk=int(prefill_chunk),
+                                           gpu_tokens=int(gpu_tokens))
         self.config = json.loads(self._runner.config_json)
         self.batch = int(batch)
         self.kv_dtype = self._runner.kv_dtype

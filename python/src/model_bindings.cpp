@@ -76,7 +76,7 @@ void bindModels(nb::module_ &m) {
         }
         return models::ensureArtifact(modelDir, artifactDir, opts);
       },
-      nb::arg("model_dir"), nb::arg("artifact_dir") = "", nb::arg("weight_dtype") = "f32",
+      nb::arg("model_dir"), nb::arg("artifact_dir") = "", nb::arg("weight_dtype") = "auto",
       nb::arg("kv_dtypes") = std::vector<std::string>{"f32", "bf16"}, nb::arg("prefill") = true,
       nb::arg("force") = false,
       "Compiles a Hugging Face model dir into an artifact dir (reused while newer than its "
@@ -87,7 +87,7 @@ void bindModels(nb::module_ &m) {
           "__init__",
           [](RunnerHandle *self, const std::string &artifact, const std::string &policy,
              int32_t batch, int64_t maxContext, const std::string &kvDtype, int32_t threads,
-             const std::string &weights, int64_t prefillChunk) {
+             const std::string &weights, int64_t prefillChunk, int64_t gpuTokens) {
             rt::model::RunnerOptions o;
             o.policy = policy;
             o.batch = batch;
@@ -96,13 +96,14 @@ void bindModels(nb::module_ &m) {
             o.threads = threads;
             o.weightsPath = weights;
             o.prefillChunk = prefillChunk;
+            o.gpuTokens = gpuTokens;
             auto runner = ModelRunner::open(artifact, o);
             rt::throwIfError(runner.status());
             new (self) RunnerHandle{std::move(*runner)};
           },
           nb::arg("artifact"), nb::arg("policy") = "feedback", nb::arg("batch") = 1,
           nb::arg("max_context") = 4096, nb::arg("kv_dtype") = "", nb::arg("threads") = 0,
-          nb::arg("weights") = "", nb::arg("prefill_chunk") = 512)
+          nb::arg("weights") = "", nb::arg("prefill_chunk") = 512, nb::arg("gpu_tokens") = 0)
       .def_prop_ro("config_json", [](RunnerHandle &h) { return h.runner->configJson(); })
       .def_prop_ro("batch", [](RunnerHandle &h) { return h.runner->batch(); })
       .def_prop_ro("kv_dtype", [](RunnerHandle &h) { return h.runner->kvDtype(); })

@@ -110,6 +110,10 @@ def test_sharded_and_16_bit_checkpoints(tmp_path, dtype, shards):
     weights = models.write_random_checkpoint(tmp_path / "m", cfg, dtype=dtype, shards=shards)
     assert (tmp_path / "m" / "model.safetensors.index.json").exists() == (shards > 1)
     m = hg.Model(tmp_path / "m", artifact_dir=str(tmp_path / "art"), max_context=32)
+    # weight_dtype "auto": compiled for the checkpoint's own element type, nothing converted.
+    import json
+    meta = json.loads((tmp_path / "art" / "metadata.json").read_text())
+    assert meta["weight_dtype"] == {"float32": "f32", "bfloat16": "bf16", "float16": "f16"}[dtype]
     ids = prompt(9, cfg["vocab_size"], 6)
     got = np.stack([m.decode(np.array([t], np.int32))[0] for t in ids])
     assert rel_err(got, models.forward(cfg, weights, ids)) <= TOL
@@ -207,3 +211,22 @@ def test_hybridgen_run_model_mode_streams_tokens_and_summary(built, tmp_path):
     bad = subprocess.run([str(tool), art, "--context", "4", "--policy", "sideways"],
                          capture_output=True, text=True, timeout=60)
     assert bad.returncode != 0 and "unknown policy 'sideways'" in bad.stderr
+
+
+def test_feedback_scheduler_with_two_tiers_splits_every_layer_and_stays_exact(built, monkeypatch):
+    # Emulated HBM + DRAM; the modelled GPU side may hold 32 tokens per sequence, so past that the
+    # feedback scheduler must give the oldest tokens to the CPU side, layer by layer.
+    monkeypatch.setenv("HYBRIDGEN_TIERS", "name=hbm,kind=hbm,capacity=64KiB,bandwidth=4800,"
+                       "emulated=1;name=dram,kind=dram,node=0,capacity=64MiB,bandwidth=40")
+    model_dir, cfg, weights, art = built("mistral")
+    ids = prompt(80, cfg["vocab_size"], 11)
+    m = hg.Model(art, policy="feedback", max_context=96, weights=str(model_dir), gpu_tokens=32)
+    got = np.stack([m.decode(np.array([t], np.int32))[0] for t in ids])
+    assert rel_err(got, models.forward(cfg, weights, ids)) <= TOL
+    st = m.stats()
+    assert len(st["split_per_layer"]) == cfg["num_hidden_layers"]
+    assert all(80 - 32 <= s <= 80 for s in st["split_per_layer"])
+    assert set(st["tier_occupancy"]) == {"hbm_emulated", "dram"}
+    assert sum(t["used_blocks"] for t in st["tier_occupancy"].values()) == 5
+    rows = m.trace_csv().splitlines()
+    assert len(rows) == 1 + 80 * cfg["num_hidden_layers"]

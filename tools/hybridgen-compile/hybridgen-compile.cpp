@@ -46,8 +46,9 @@ static cl::opt<int64_t> chunkTokens("chunk-tokens",
 
 static cl::opt<std::string> weightDtype("weight-dtype",
                                         cl::desc("Model mode: element type of the weights as "
-                                                 "compiled (f32, bf16, f16)"),
-                                        cl::init("f32"), cl::cat(compileCategory));
+                                                 "compiled (auto = the checkpoint's, f32, bf16, "
+                                                 "f16)"),
+                                        cl::init("auto"), cl::cat(compileCategory));
 static cl::opt<std::string> kvDtypes("kv-dtypes",
                                      cl::desc("Model mode: KV pool element types to compile "
                                               "decode/prefill for, comma separated"),

@@ -34,7 +34,7 @@ struct ModelOptions {
   std::vector<int32_t> promptIds;
   int64_t context = 0;
   int64_t maxNewTokens = 16;
-  std::string tracePath, artifactDir, weightDtype = "f32";
+  std::string tracePath, artifactDir, weightDtype = "auto";
   rt::model::RunnerOptions runner;
 };
 
@@ -42,7 +42,7 @@ int usage(const char *why) {
   std::fprintf(stderr,
                "usage: hybridgen-run <artifact or model dir> (--prompt-ids 1,2,3 | --context N) "
                "[--max-new-tokens N] [--policy feedback|static:S|cpu] [--batch B] [--threads T] "
-               "[--kv-dtype f32|bf16] [--weight-dtype f32|bf16] [--prefill-chunk N] "
+               "[--kv-dtype f32|bf16] [--weight-dtype auto|f32|bf16|f16] [--prefill-chunk N] "
                "[--gpu-tokens N] [--artifact-dir DIR] [--trace out.csv]\n");
   if (why)
     std::fprintf(stderr, "hybridgen-run: %s\n", why);

@@ -29,7 +29,9 @@
 namespace hybridgen::models {
 
 struct ModelCompileOptions {
-  std::string weightDtype = "f32";              // f32 | bf16 | f16: the weights' element type
+  /// The weights' element type as compiled: f32 | bf16 | f16, or "auto" (compileModelDir: the
+  /// checkpoint's own, so nothing is converted at load).
+  std::string weightDtype = "auto";
   std::vector<std::string> kvDtypes = {"f32", "bf16"}; // one decode/prefill pair per KV dtype
   int64_t blockSize = 16;                       // tokens per KV pool block
   /// Attention in `hg.segment dynamic(%layer)` (one scheduler segment per layer); false emits

@@ -296,6 +296,80 @@ RunnerStats ModelRunner::stats() const {
   return s;
 }
 
+Status ModelRunner::fillSyntheticKv(int64_t tokens, uint64_t seed) {
+  Impl &m = *impl_;
+  KvPool &pool = *m.pool;
+  const KvLayout &L = pool.layout();
+  const int64_t chunk = 4096;
+  size_t rowElems = size_t(L.kvHeads) * size_t(L.headDim);
+  std::vector<uint8_t> k(size_t(chunk) * rowElems * L.eltSize()), v(k.size());
+  uint64_t state = seed * 0x9e3779b97f4a7c15ull + 1;
+  auto next = [&] {
+    state = state * 6364136223846793005ull + 1442695040888963407ull;
+    return float(int64_t(state >> 40) % 2001 - 1000) / 1000.0f;
+  };
+  for (int64_t s : m.sequences) {
+    if (pool.seqLen(s) + tokens > m.options.maxContext)
+      return invalidArgument("synthetic context of " + std::to_string(tokens) +
+                             " tokens exceeds max_context");
+    for (int64_t done = 0; done < tokens; done += chunk) {
+      int64_t n = std::min(chunk, tokens - done);
+      Result<int64_t> pos = pool.appendTokens(s, n);
+      if (!pos)
+        return pos.status();
+      for (int32_t l = 0; l < int32_t(m.config.layers); ++l) {
+        size_t count = size_t(n) * rowElems;
+        for (size_t i = 0; i < count; ++i) {
+          float a = next(), b = next();
+          if (L.dtype == DType::kF32) {
+            reinterpret_cast<float *>(k.data())[i] = a;
+            reinterpret_cast<float *>(v.data())[i] = b;
+          } else {
+            reinterpret_cast<uint16_t *>(k.data())[i] = f32ToBf16(a);
+            reinterpret_cast<uint16_t *>(v.data())[i] = f32ToBf16(b);
+          }
+        }
+        Status w = pool.writeTokens(s, l, *pos, n, k.data(), v.data());
+        if (!w)
+          return w;
+      }
+    }
+  }
+  return Status::ok();
+}
+
+uint64_t ModelRunner::weightBytesPerStep() const {
+  const Impl &m = *impl_;
+  std::map<const void *, uint64_t> seen;
+  auto add = [&](const BoundFunction &fn) {
+    for (const auto &layer : fn.weights)
+      for (const Arg &a : layer) {
+        if (!a.data)
+          continue;
+        uint64_t n = a.type == ElemType::f32 ? 4 : 2;
+        for (int64_t d : a.shape)
+          n *= uint64_t(d);
+        seen[a.data] = n;
+      }
+  };
+  add(m.layerPre);
+  add(m.layerDecode);
+  add(m.final);
+  uint64_t total = 0;
+  for (const auto &entry : seen)
+    total += entry.second;
+  return total;
+}
+
+uint64_t ModelRunner::kvBytesPerStep() const {
+  const Impl &m = *impl_;
+  uint64_t tokens = 0;
+  for (int64_t s : m.sequences)
+    tokens += uint64_t(m.pool->seqLen(s));
+  return tokens * 2 * uint64_t(m.config.layers) * m.pool->layout().kvHeads *
+         m.pool->layout().rowBytes();
+}
+
 std::string ModelRunner::traceCsv() const { return impl_->scheduler->trace().toCsv(); }
 
 } // namespace hybridgen::rt::model
