@@ -145,3 +145,14 @@ def test_generate_text_streams_and_resets(tiny):
     assert text == codec.decode(_reference(tiny, codec.encode_chat("the he"), 7))
     assert "".join(pieces) == text
     assert generate_text(m, "the he", model, max_new_tokens=7) == text  # KV reset between calls
+
+
+def test_gpu_budget_splits_attention_and_keeps_the_tokens(tiny):
+    _, art, cfg, _, _ = tiny
+    prompt = np.random.default_rng(4).integers(0, cfg["vocab_size"], 40).tolist()
+    r = _cli(art, "--prompt-ids", ",".join(map(str, prompt)), "--max-new-tokens", 5, "--show-ids",
+             "--gpu-tokens", 16, "--policy", "feedback")
+    assert r.returncode == 0, r.stderr
+    assert _ids(r.stdout) == _reference(tiny, prompt, 5)
+    split = next(ln for ln in r.stdout.splitlines() if ln.startswith("split per layer:"))
+    assert split != "split per layer: [0, 0]", split  # the CPU side took the tokens past the budget

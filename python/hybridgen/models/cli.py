@@ -39,6 +39,11 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--kv-dtype", default=None, help="KV cache dtype (default: the model's)")
     run.add_argument("--max-context", type=int, default=None,
                      help="KV capacity per sequence (default: what the run needs, at least 4096)")
+    run.add_argument("--gpu-tokens", type=int, default=None,
+                     help="KV budget per sequence and layer of the (modelled) GPU side; the "
+                          "scheduler splits attention past it (default: the Model's)")
+    run.add_argument("--weight-dtype", default=None,
+                     help="weight dtype the model dir is compiled for (default: the Model's)")
     run.add_argument("--tokenizer", default=None,
                      help="directory with tokenizer.json (default: MODEL itself)")
     run.add_argument("--show-ids", action="store_true", help="print the generated token ids too")
