@@ -38,6 +38,17 @@ std::string resolveWeightDtype(const std::string &requested, const std::string &
   return "f32";
 }
 
+/// Bumped whenever the generated functions' arguments or the metadata change, so cached artifacts
+/// of an older compiler are rebuilt rather than misread.
+constexpr int kGeneratorVersion = 2;
+
+/// Whether |metaPath| was written by this generator version.
+bool sameGenerator(const std::filesystem::path &metaPath) {
+  std::ifstream in(metaPath);
+  nlohmann::json meta = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
+  return !meta.is_discarded() && meta.is_object() && meta.value("generator", 0) == kGeneratorVersion;
+}
+
 } // namespace
 
 double compileModelDir(const std::string &modelDir, const std::string &artifactDir,
@@ -72,6 +83,7 @@ double compileModelDir(const std::string &modelDir, const std::string &artifactD
   nlohmann::json meta;
   meta["format"] = "hybridgen-model";
   meta["version"] = 1;
+  meta["generator"] = kGeneratorVersion;
   meta["library"] = "model.so";
   meta["weights"] = fs::absolute(modelDir).lexically_normal().string();
   meta["weight_dtype"] = resolved.weightDtype;
@@ -111,7 +123,8 @@ std::string ensureArtifact(const std::string &modelDir, std::string artifactDir,
   fs::path meta = fs::path(artifactDir) / "metadata.json";
   std::error_code ec1, ec2;
   bool fresh = fs::exists(meta) && fs::exists(fs::path(artifactDir) / "model.so") &&
-               fs::last_write_time(meta, ec1) >= fs::last_write_time(config, ec2) && !ec1 && !ec2;
+               fs::last_write_time(meta, ec1) >= fs::last_write_time(config, ec2) && !ec1 && !ec2 &&
+               sameGenerator(meta);
   if (!fresh) {
     compileModelDir(modelDir, artifactDir, options);
     if (compiled)

@@ -230,3 +230,22 @@ def test_feedback_scheduler_with_two_tiers_splits_every_layer_and_stays_exact(bu
     assert sum(t["used_blocks"] for t in st["tier_occupancy"].values()) == 5
     rows = m.trace_csv().splitlines()
     assert len(rows) == 1 + 80 * cfg["num_hidden_layers"]
+
+
+def test_cached_artifact_is_rebuilt_for_a_newer_config_or_another_generator(tmp_path):
+    import json
+    import os
+    cfg = models.tiny_config("llama")
+    models.write_random_checkpoint(tmp_path / "m", cfg)
+    art = tmp_path / "art"
+    hg.compile_model(tmp_path / "m", art)
+    so = art / "model.so"
+    first = so.stat().st_mtime_ns
+    hg.compile_model(tmp_path / "m", art)
+    assert so.stat().st_mtime_ns == first  # up to date: reused
+    meta = json.loads((art / "metadata.json").read_text())
+    meta["generator"] = meta["generator"] - 1
+    (art / "metadata.json").write_text(json.dumps(meta))
+    os.utime(art / "metadata.json", ns=(first + 10**9, first + 10**9))
+    hg.compile_model(tmp_path / "m", art)
+    assert so.stat().st_mtime_ns != first  # another generator's artifact: rebuilt

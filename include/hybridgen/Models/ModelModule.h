@@ -62,7 +62,8 @@ double compileModelDir(const std::string &modelDir, const std::string &artifactD
 
 /// The artifact of |modelDir| for users who pass a model dir where an artifact is expected
 /// (hybridgen-run, hybridgen.Model): |artifactDir| (empty: a directory under $TMPDIR named after
-/// the model's absolute path) is (re)compiled when it is missing or older than the config.json.
+/// the model's absolute path) is (re)compiled when it is missing, older than the config.json or
+/// written by another generator version.
 /// Returns the artifact dir; sets |*compiled| when it compiled.
 std::string ensureArtifact(const std::string &modelDir, std::string artifactDir,
                            const ModelCompileOptions &options, bool *compiled = nullptr);
