@@ -256,4 +256,15 @@ void runCases(const BenchOptions &opts,
   }
 }
 
+double measureReadRoof(size_t bytes, int rounds) {
+  Buffer buf(bytes);
+  fill(buf, memref_call::ElemType::f32, 7);
+  readRoofPass(buf, false); // warms the TLB entries
+  double roof = 0;
+  for (int round = 0; round < rounds; ++round)
+    roof = std::max({roof, readRoofPass(buf, false), readRoofPass(buf, true),
+                     readRoofPass(buf, false, kRoofPrefetchBytes)});
+  return roof;
+}
+
 } // namespace hybridgen::bench

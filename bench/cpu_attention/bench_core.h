@@ -48,4 +48,9 @@ using AttentionCall = std::function<void(const std::vector<memref_call::Arg> &)>
 void runCases(const BenchOptions &opts,
               const std::function<AttentionCall(const std::string &dtype)> &kernelFor);
 
+/// The read roof in bytes/s at the current OpenMP thread count: the best of |rounds| rounds of
+/// the same three passes runCases compares kernels against, over a fresh |bytes| buffer (for
+/// other benchmarks, e.g. bench/models, that measure their own kernels against it).
+double measureReadRoof(size_t bytes = size_t(1) << 30, int rounds = 3);
+
 } // namespace hybridgen::bench

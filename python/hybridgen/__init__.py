@@ -18,10 +18,13 @@ if has_jit:
     from .jit import (Attention, AttentionResult, Function, Module, attention_spec, compile,  # noqa: A004
                       compile_attention)
 from .runtime import KvCache, Scheduler, Topology, DecodeSession, Trace, plot_trace  # noqa: E402
+if has_jit:
+    from .model import Model, compile_model  # noqa: E402
 
 __all__ = [
     "ArgumentError", "CompileError", "ExhaustedError", "HybridgenError", "NotFoundError",
     "SystemFailure", "has_jit", "reference_attention", "reference_partial", "merge_partials", "Partial",
     "AttentionSpec", "CompileOptions", "build_attention_module", "Attention", "AttentionResult", "attention_spec", "Function", "Module", "compile", "compile_attention",
     "KvCache", "Scheduler", "Topology", "DecodeSession", "Trace", "plot_trace",
+    "Model", "compile_model",
 ]

@@ -23,6 +23,7 @@ const ExceptionTypes &exceptionTypes();
 void bindDriver(nanobind::module_ &m);
 void bindRuntime(nanobind::module_ &m);   // topology + pool (runtime_bindings.cpp)
 void bindScheduler(nanobind::module_ &m); // scheduler_bindings.cpp, called by bindRuntime
+void bindModels(nanobind::module_ &m);    // model_bindings.cpp (needs the driver)
 
 } // namespace hybridgen::python
 

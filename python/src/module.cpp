@@ -96,6 +96,7 @@ NB_MODULE(_hybridgen, m) {
 #ifdef HYBRIDGEN_PY_HAS_DRIVER
   m.attr("has_jit") = true;
   bindDriver(m);
+  bindModels(m);
 #else
   m.attr("has_jit") = false;
 #endif

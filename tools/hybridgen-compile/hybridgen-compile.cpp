@@ -1,14 +1,22 @@
 //===- hybridgen-compile.cpp - compile an hg module ahead of time to a .so or .o ----------===//
 //
 //   hybridgen-compile in.mlir -o out.so [--object] [--target-cpu=CPU] [--target-features=F]
+//   hybridgen-compile <model dir> -o <artifact dir> [--weight-dtype=f32|bf16|f16] [--kv-dtypes=..]
+//
+// A directory with a config.json is a Hugging Face model: it becomes an artifact directory
+// (model.so, model.so.sig, metadata.json, model.mlir; see docs/models.md).
 //
 // The .so links only the hybridgen runtime and libomp (never libMLIR) and comes with out.so.sig,
 // so AotLibrary (runtime/include/hybridgen/runtime/memref_call.h) can call it anywhere.
 //
 //===----------------------------------------------------------------------===//
 #include "hybridgen/Driver/Driver.h"
+#include "hybridgen/Models/ModelModule.h"
 
+#include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/CommandLine.h"
+#include "llvm/Support/FileSystem.h"
+#include "llvm/Support/Format.h"
 #include "llvm/Support/InitLLVM.h"
 #include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/raw_ostream.h"
@@ -36,11 +44,61 @@ static cl::opt<int64_t> chunkTokens("chunk-tokens",
                                              "(0 = 1024, or 4096 on the AMX path)"),
                                     cl::init(0), cl::cat(compileCategory));
 
+static cl::opt<std::string> weightDtype("weight-dtype",
+                                        cl::desc("Model mode: element type of the weights as "
+                                                 "compiled (auto = the checkpoint's, f32, bf16, "
+                                                 "f16)"),
+                                        cl::init("auto"), cl::cat(compileCategory));
+static cl::opt<std::string> kvDtypes("kv-dtypes",
+                                     cl::desc("Model mode: KV pool element types to compile "
+                                              "decode/prefill for, comma separated"),
+                                     cl::init("f32,bf16"), cl::cat(compileCategory));
+
+static cl::opt<bool> modelPrefill("prefill",
+                                  cl::desc("Model mode: also compile chunked prefill "
+                                           "(hg.prefill_attention)"),
+                                  cl::init(true), cl::cat(compileCategory));
+static cl::opt<bool> dynamicSegments("dynamic-segments",
+                                     cl::desc("Model mode: one scheduler segment per layer "
+                                              "(false: every layer is segment 0)"),
+                                     cl::init(true), cl::cat(compileCategory));
+
+/// Model mode: a Hugging Face model directory becomes an artifact directory.
+static int compileModel(const hybridgen::driver::CompileOptions &compile) {
+  hybridgen::models::ModelCompileOptions options;
+  options.compile = compile;
+  options.weightDtype = weightDtype;
+  options.prefill = modelPrefill;
+  options.dynamicSegments = dynamicSegments;
+  options.kvDtypes.clear();
+  llvm::SmallVector<llvm::StringRef> parts;
+  llvm::StringRef(kvDtypes.getValue()).split(parts, ',', -1, /*KeepEmpty=*/false);
+  for (llvm::StringRef p : parts)
+    options.kvDtypes.push_back(p.trim().str());
+  try {
+    double seconds = hybridgen::models::compileModelDir(inputFile, outputFile, options);
+    llvm::outs() << "hybridgen-compile: " << inputFile << " -> " << outputFile << " in "
+                 << llvm::format("%.2f", seconds) << " s\n";
+  } catch (const std::exception &e) {
+    llvm::errs() << "hybridgen-compile: " << e.what() << "\n";
+    return 1;
+  }
+  return 0;
+}
+
 int main(int argc, char **argv) {
   llvm::InitLLVM init(argc, argv);
   // LLVM registers hundreds of backend flags; --help shows only the tool's own.
   cl::HideUnrelatedOptions(compileCategory);
   cl::ParseCommandLineOptions(argc, argv, "hybridgen ahead-of-time compiler\n");
+
+  hybridgen::driver::CompileOptions options;
+  options.targetCpu = targetCpu;
+  options.targetFeatures = targetFeatures;
+  options.chunkTokens = chunkTokens;
+  options.amx = useAmx;
+  if (inputFile != "-" && llvm::sys::fs::is_directory(inputFile.getValue()))
+    return compileModel(options);
 
   auto buffer = llvm::MemoryBuffer::getFileOrSTDIN(inputFile);
   if (!buffer) {
@@ -48,11 +106,6 @@ int main(int argc, char **argv) {
                  << buffer.getError().message() << "\n";
     return 1;
   }
-  hybridgen::driver::CompileOptions options;
-  options.targetCpu = targetCpu;
-  options.targetFeatures = targetFeatures;
-  options.chunkTokens = chunkTokens;
-  options.amx = useAmx;
   options.sourceName = inputFile == "-" ? "<stdin>" : inputFile.getValue();
   try {
     std::string text = (*buffer)->getBuffer().str();

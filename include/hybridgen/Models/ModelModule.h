@@ -1,0 +1,73 @@
+//===- ModelModule.h - MLIR of a decoder model, and its ahead-of-time artifact -*- C++ -*-===//
+//
+// One module per architecture shape: every layer runs the same functions and takes its weights as
+// memref arguments, so a 32-layer model compiles as fast as a 1-layer one. The runtime owns every
+// KV write (the pool decides the tier), so a layer is two calls around the pool append:
+//
+//   embed(ids, table, [positions, position_table], out)                   token rows -> x
+//   layer_pre(x, weights..., positions, q, k, v)          norm, projections, biases, RoPE
+//   [the runner writes k, v of the new tokens into the pool]
+//   layer_decode_<kv>(x, q, k_pool, v_pool, table, lens, layer, weights...)   x updated in place:
+//       attention in `hg.segment dynamic(layer)` with a runtime #hg.split, o-proj, residual, MLP
+//   layer_prefill_<kv>(...)   the same over a chunk of T tokens per sequence (hg.prefill_attention)
+//   final(x, norm weights..., lm_head, logits)
+//
+// Every function's arguments are listed by name in the artifact's metadata (functionArguments), so
+// the runner builds its calls from data instead of repeating this file's order.
+//
+//===----------------------------------------------------------------------===//
+#ifndef HYBRIDGEN_MODELS_MODELMODULE_H
+#define HYBRIDGEN_MODELS_MODELMODULE_H
+
+#include "hybridgen/Driver/Driver.h"
+#include "hybridgen/runtime/model/config.h"
+
+#include <map>
+#include <string>
+#include <vector>
+
+namespace hybridgen::models {
+
+struct ModelCompileOptions {
+  /// The weights' element type as compiled: f32 | bf16 | f16, or "auto" (compileModelDir: the
+  /// checkpoint's own, so nothing is converted at load).
+  std::string weightDtype = "auto";
+  std::vector<std::string> kvDtypes = {"f32", "bf16"}; // one decode/prefill pair per KV dtype
+  int64_t blockSize = 16;                       // tokens per KV pool block
+  /// Attention in `hg.segment dynamic(%layer)` (one scheduler segment per layer); false emits
+  /// `hg.segment 0` for every layer (for dialects without dynamic segments).
+  bool dynamicSegments = true;
+  /// Emit hg.prefill_attention (chunked prefill); false leaves the prefill functions out.
+  bool prefill = true;
+  driver::CompileOptions compile;
+};
+
+/// The generated module: MLIR text, and each function's arguments by name. Names are a runtime
+/// buffer ("x", "q", "k_pool", ...), "layer:<suffix>" (tensor model.layers.<i>.<suffix> of the
+/// layer being run) or "tensor:<name>" (a whole-model tensor).
+struct ModelModule {
+  std::string mlir;
+  std::map<std::string, std::vector<std::string>> functionArguments;
+};
+
+/// Throws driver::ArgumentError for options the generator does not support.
+ModelModule buildModelModule(const rt::model::ModelConfig &config,
+                             const ModelCompileOptions &options);
+
+/// hybridgen-compile's model mode: reads |modelDir|/config.json, generates and compiles the module
+/// into |artifactDir|/model.so (+ .sig) and writes |artifactDir|/metadata.json (format in
+/// docs/models.md). Throws driver::CompileError / ArgumentError. Returns the compile seconds.
+double compileModelDir(const std::string &modelDir, const std::string &artifactDir,
+                       const ModelCompileOptions &options);
+
+/// The artifact of |modelDir| for users who pass a model dir where an artifact is expected
+/// (hybridgen-run, hybridgen.Model): |artifactDir| (empty: a directory under $TMPDIR named after
+/// the model's absolute path) is (re)compiled when it is missing, older than the config.json or
+/// written by another generator version.
+/// Returns the artifact dir; sets |*compiled| when it compiled.
+std::string ensureArtifact(const std::string &modelDir, std::string artifactDir,
+                           const ModelCompileOptions &options, bool *compiled = nullptr);
+
+} // namespace hybridgen::models
+
+#endif // HYBRIDGEN_MODELS_MODELMODULE_H

@@ -1,0 +1,136 @@
+//===- ModelCompiler.cpp - model dir -> artifact dir (model.so, .sig, metadata.json) --------===//
+#include "hybridgen/Models/ModelModule.h"
+#include "hybridgen/runtime/safetensors.h"
+
+#include <nlohmann/json.hpp>
+
+#include <cctype>
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+namespace hybridgen::models {
+namespace {
+
+/// "auto": the element type the checkpoint in |modelDir| stores its embedding in (so bf16 weights
+/// are compiled as bf16: the same values, half the bytes per token), else config.json's
+/// torch_dtype, else f32.
+std::string resolveWeightDtype(const std::string &requested, const std::string &modelDir,
+                               const nlohmann::json &config) {
+  if (requested != "auto")
+    return requested;
+  auto fromName = [](const std::string &n) -> std::string {
+    if (n == "BF16" || n == "bfloat16")
+      return "bf16";
+    if (n == "F16" || n == "float16")
+      return "f16";
+    return "f32";
+  };
+  rt::Result<std::unique_ptr<rt::Checkpoint>> ckpt = rt::Checkpoint::open(modelDir);
+  if (ckpt)
+    for (const std::string &name : (*ckpt)->names())
+      if (name.size() >= 19 && name.compare(name.size() - 19, 19, "embed_tokens.weight") == 0)
+        return fromName((*ckpt)->find(name)->dtypeName);
+  for (const char *key : {"torch_dtype", "dtype"})
+    if (config.contains(key) && config[key].is_string())
+      return fromName(config[key].get<std::string>());
+  return "f32";
+}
+
+/// Bumped whenever the generated functions' arguments or the metadata change, so cached artifacts
+/// of an older compiler are rebuilt rather than misread.
+constexpr int kGeneratorVersion = 2;
+
+/// Whether |metaPath| was written by this generator version.
+bool sameGenerator(const std::filesystem::path &metaPath) {
+  std::ifstream in(metaPath);
+  nlohmann::json meta = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
+  return !meta.is_discarded() && meta.is_object() && meta.value("generator", 0) == kGeneratorVersion;
+}
+
+} // namespace
+
+double compileModelDir(const std::string &modelDir, const std::string &artifactDir,
+                       const ModelCompileOptions &options) {
+  namespace fs = std::filesystem;
+  std::string configPath = (fs::path(modelDir) / "config.json").string();
+  std::ifstream in(configPath);
+  if (!in)
+    throw driver::ArgumentError("cannot read " + configPath + " (is " + modelDir +
+                                " a Hugging Face model directory?)");
+  std::stringstream text;
+  text << in.rdbuf();
+  rt::Result<rt::model::ModelConfig> config = rt::model::parseModelConfig(text.str(), configPath);
+  if (!config)
+    throw driver::ArgumentError(config.status().message());
+
+  auto start = std::chrono::steady_clock::now();
+  ModelCompileOptions resolved = options;
+  resolved.weightDtype =
+      resolveWeightDtype(options.weightDtype, modelDir, nlohmann::json::parse(text.str()));
+  ModelModule module = buildModelModule(*config, resolved);
+  std::error_code ec;
+  fs::create_directories(artifactDir, ec);
+  if (ec)
+    throw driver::CompileError("cannot create " + artifactDir + ": " + ec.message());
+  driver::CompileOptions compile = options.compile;
+  compile.sourceName = configPath + " (generated model module)";
+  std::string libPath = (fs::path(artifactDir) / "model.so").string();
+  driver::compileToSharedLibrary(module.mlir, libPath, compile);
+  double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+
+  nlohmann::json meta;
+  meta["format"] = "hybridgen-model";
+  meta["version"] = 1;
+  meta["generator"] = kGeneratorVersion;
+  meta["library"] = "model.so";
+  meta["weights"] = fs::absolute(modelDir).lexically_normal().string();
+  meta["weight_dtype"] = resolved.weightDtype;
+  meta["kv_dtypes"] = options.kvDtypes;
+  meta["block_size"] = options.blockSize;
+  meta["prefill"] = options.prefill;
+  meta["dynamic_segments"] = options.dynamicSegments;
+  meta["target_cpu"] = compile.targetCpu;
+  meta["compile_seconds"] = seconds;
+  meta["config"] = nlohmann::json::parse(text.str());
+  meta["functions"] = module.functionArguments;
+  std::ofstream out(fs::path(artifactDir) / "metadata.json");
+  out << meta.dump(2) << "\n";
+  if (!out)
+    throw driver::CompileError("cannot write " + artifactDir + "/metadata.json");
+  // The MLIR next to the library: what was compiled, for people and for lit.
+  std::ofstream(fs::path(artifactDir) / "model.mlir") << module.mlir;
+  return seconds;
+}
+
+std::string ensureArtifact(const std::string &modelDir, std::string artifactDir,
+                           const ModelCompileOptions &options, bool *compiled) {
+  namespace fs = std::filesystem;
+  if (compiled)
+    *compiled = false;
+  fs::path config = fs::path(modelDir) / "config.json";
+  if (artifactDir.empty()) {
+    std::string key = fs::absolute(modelDir).lexically_normal().string();
+    for (char &ch : key)
+      if (!std::isalnum(static_cast<unsigned char>(ch)))
+        ch = '_';
+    key += "_w" + options.weightDtype;
+    for (const std::string &kv : options.kvDtypes)
+      key += "_" + kv;
+    artifactDir = (fs::temp_directory_path() / "hybridgen-artifacts" / key).string();
+  }
+  fs::path meta = fs::path(artifactDir) / "metadata.json";
+  std::error_code ec1, ec2;
+  bool fresh = fs::exists(meta) && fs::exists(fs::path(artifactDir) / "model.so") &&
+               fs::last_write_time(meta, ec1) >= fs::last_write_time(config, ec2) && !ec1 && !ec2 &&
+               sameGenerator(meta);
+  if (!fresh) {
+    compileModelDir(modelDir, artifactDir, options);
+    if (compiled)
+      *compiled = true;
+  }
+  return artifactDir;
+}
+
+} // namespace hybridgen::models

@@ -1,0 +1,128 @@
+"""hybridgen.Model: a compiled decoder LLM (Hugging Face model dir or hybridgen-compile artifact).
+
+    m = hybridgen.Model("path/to/model_dir")           # compiled on first use, then cached
+    logits = m.prefill(np.array([[1, 2, 3]], np.int32)) # [batch, vocab]
+    tokens = m.generate(ids, 16, on_token=print)       # greedy, list per sequence
+    m.stats()                                          # tokens/s, split per layer, tiers, migrations
+
+The native ModelRunner (runtime, no MLIR) does the work: it maps the weights, owns the KV pool and
+the split scheduler; this class only shapes arguments and loops for generate().
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from typing import Callable, List, Optional, Sequence
+
+import numpy as np
+
+from . import _hybridgen as _native
+from ._hybridgen import ArgumentError
+
+
+def _is_artifact(path: str) -> bool:
+    return os.path.isfile(os.path.join(path, "metadata.json"))
+
+
+def compile_model(model_dir: str, artifact_dir: str = "", *, weight_dtype: str = "auto",
+                  kv_dtypes: Sequence[str] = ("f32", "bf16"), prefill: bool = True,
+                  force: bool = False) -> str:
+    """Compiles |model_dir| (config.json + safetensors) into an artifact dir and returns its path;
+    an up-to-date artifact is reused unless |force|. |weight_dtype| "auto" compiles for the
+    checkpoint's own element type (bf16 weights stay bf16: the same values, half the bytes)."""
+    return _native.compile_model(os.fspath(model_dir), os.fspath(artifact_dir), weight_dtype,
+                                 list(kv_dtypes), prefill, force)
+
+
+class Model:
+    """A decoder model run by the hybridgen runtime; see the module docstring.
+
+    |gpu_tokens| is the (modelled) GPU side's KV budget per sequence and layer: the scheduler then
+    keeps at least the rest of the tokens on the CPU side (0: unlimited)."""
+
+    def __init__(self, path, *, kv_dtype: Optional[str] = None, threads: Optional[int] = None,
+                 policy: str = "feedback", batch: int = 1, max_context: int = 4096,
+                 weight_dtype: str = "auto", artifact_dir: str = "", weights: str = "",
+                 prefill_chunk: int = 512, gpu_tokens: int = 0):
+        path = os.fspath(path)
+        if not os.path.isdir(path):
+            raise ArgumentError(f"Model: {path} is not a directory (a model dir or an artifact)")
+        if _is_artifact(path):
+            self.artifact = path
+        elif os.path.isfile(os.path.join(path, "config.json")):
+            kvs = ["f32", "bf16"]
+            if kv_dtype and kv_dtype not in kvs:
+                kvs.append(kv_dtype)
+            self.artifact = compile_model(path, artifact_dir, weight_dtype=weight_dtype,
+                                          kv_dtypes=kvs)
+            weights = weights or path
+        else:
+            raise ArgumentError(f"Model: {path} has neither metadata.json (an artifact) nor "
+                                f"config.json (a Hugging Face model dir)")
+        self._runner = _native.ModelRunner(self.artifact, policy=policy, batch=int(batch),
+                                           max_context=int(max_context), kv_dtype=kv_dtype or "",
+                                           threads=int(threads or 0), weights=weights,
+                                           prefill_chunk=int(prefill_chunk),
+                                           gpu_tokens=int(gpu_tokens))
+        self.config = json.loads(self._runner.config_json)
+        self.batch = int(batch)
+        self.kv_dtype = self._runner.kv_dtype
+        self.policy = policy
+
+    def reset(self) -> None:
+        """Drops every sequence's KV cache (and the statistics)."""
+        self._runner.reset()
+
+    def _ids(self, ids, ndim: int, what: str) -> np.ndarray:
+        arr = np.ascontiguousarray(np.asarray(ids), dtype=np.int32) if np.asarray(ids).dtype.kind \
+            in "iu" else None
+        if arr is None or arr.ndim != ndim or arr.shape[0] != self.batch:
+            want = "[batch, T]" if ndim == 2 else "[batch]"
+            raise ArgumentError(f"{what}: ids must be integers of shape {want} with batch "
+                                f"{self.batch}, got {np.asarray(ids).dtype} "
+                                f"{list(np.asarray(ids).shape)}")
+        return arr
+
+    def prefill(self, ids, all_logits: bool = False) -> np.ndarray:
+        """Appends ids [batch, T] to every sequence; float32 logits [batch, vocab] of the last
+        token, or [batch, T, vocab] with |all_logits|."""
+        return self._runner.prefill(self._ids(ids, 2, "prefill"), bool(all_logits))
+
+    def decode(self, ids) -> np.ndarray:
+        """One new token per sequence (ids [batch]); float32 logits [batch, vocab]."""
+        return self._runner.decode(self._ids(ids, 1, "decode"))
+
+    def generate(self, ids, max_new_tokens: int, *,
+                 on_token: Optional[Callable[[List[int]], None]] = None) -> List[List[int]]:
+        """Greedy: prefill |ids| ([batch, T], or [T] for batch 1), then |max_new_tokens| tokens per
+        sequence; |on_token| gets each step's tokens (one per sequence) as they come."""
+        arr = np.asarray(ids)
+        if arr.ndim == 1 and self.batch == 1:
+            arr = arr[None, :]
+        if int(max_new_tokens) < 0:
+            raise ArgumentError("generate: max_new_tokens must be >= 0")
+        out: List[List[int]] = [[] for _ in range(self.batch)]
+        if max_new_tokens == 0:
+            return out
+        logits = self.prefill(arr)
+        for step in range(int(max_new_tokens)):
+            if step:
+                logits = self.decode(np.asarray(nxt, dtype=np.int32))
+            nxt = [int(t) for t in np.argmax(logits, axis=-1)]
+            for b, t in enumerate(nxt):
+                out[b].append(t)
+            if on_token is not None:
+                on_token(nxt)
+        return out
+
+    def sequence_lengths(self) -> List[int]:
+        return list(self._runner.sequence_lengths())
+
+    def stats(self) -> dict:
+        """prefill/decode tokens/s, split per layer, tier occupancy, migrations."""
+        return dict(self._runner.stats())
+
+    def trace_csv(self) -> str:
+        """The scheduler's trace: one row per layer (segment) and decode step."""
+        return self._runner.trace_csv()

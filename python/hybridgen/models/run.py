@@ -1,0 +1,213 @@
+"""`python -m hybridgen run`: text in, greedy tokens streamed out, over hybridgen.Model.
+
+The compiled model (hybridgen.Model, issue 16's runner) does the work; this module tokenizes,
+applies the chat template, streams the decoded text of sequence 0 as tokens come, and prints the
+summary of Model.stats() at the end.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+from .errors import ModelError
+from .text import TextCodec
+
+PREFILL_CHUNK = 512  # prompt tokens per prefill call: a long prefill shows progress between chunks
+
+
+def _model_class():
+    import hybridgen
+
+    model = getattr(hybridgen, "Model", None)
+    if model is None:
+        raise ModelError("this build of hybridgen has no hybridgen.Model (the compiled-model runner); "
+                         "`run` needs it")
+    return model
+
+
+def _prefill(m, ids: np.ndarray, label: str, err):
+    """Chunked prefill of ids [batch, T]; progress on stderr when it takes several chunks."""
+    logits = None
+    total = ids.shape[1]
+    for at in range(0, total, PREFILL_CHUNK):
+        logits = m.prefill(np.ascontiguousarray(ids[:, at:at + PREFILL_CHUNK]))
+        if total > PREFILL_CHUNK:
+            done = min(total, at + PREFILL_CHUNK)
+            print(f"\r{label}: {done}/{total} tokens", end="", file=err, flush=True)
+    if total > PREFILL_CHUNK:
+        print(file=err)
+    return logits
+
+
+def _fmt(v) -> str:
+    if isinstance(v, float):
+        return f"{v:.4g}"
+    if isinstance(v, dict):
+        return ", ".join(f"{k} ({_fmt(x)})" if isinstance(x, dict) else f"{k}={_fmt(x)}"
+                         for k, x in v.items())
+    if isinstance(v, (list, tuple, np.ndarray)):
+        a = list(v)
+        if len(a) > 8 and all(isinstance(x, (int, float, np.number)) for x in a):
+            arr = np.asarray(a, dtype=np.float64)
+            if arr.min() == arr.max():
+                return f"{len(a)} values, all {arr[0]:.4g}"
+            return (f"{len(a)} values, min {arr.min():.4g}, median {np.median(arr):.4g}, "
+                    f"max {arr.max():.4g}")
+        return "[" + ", ".join(_fmt(x) for x in a) + "]"
+    return str(v)
+
+
+def print_summary(stats: dict, measured: dict, out):
+    """Model.stats() as lines a person reads: rates first, then the scheduler's view. What the
+    stats lack (an older runner) falls back to the wall-clock numbers measured here."""
+    stats = dict(stats or {})
+    print("\n--- summary ---", file=out)
+    for phase in ("prefill", "decode"):
+        tokens, secs = stats.pop(f"{phase}_tokens", None), stats.pop(f"{phase}_seconds", None)
+        rate = stats.pop(f"{phase}_tokens_per_s", None)
+        steps = stats.pop(f"{phase}_steps", None)
+        if tokens is None or rate is None:
+            print(f"{phase}: {measured[phase]}", file=out)
+            continue
+        extra = f" ({steps} steps)" if steps is not None else ""
+        took = f" in {secs:.3f} s" if secs is not None else ""
+        print(f"{phase}: {tokens} tokens{extra}{took}, {rate:.1f} tokens/s", file=out)
+    for k, v in stats.items():
+        print(f"{k.replace('_', ' ')}: {_fmt(v)}", file=out)
+
+
+def greedy_decode(m, logits, max_new_tokens: int, eos=(), on_token=None):
+    """Greedy tokens of every sequence of hybridgen.Model |m| from the prefill's |logits|
+    [batch, vocab]: (token lists, decode steps run). A sequence stops at an id in |eos| (kept);
+    the others go on, and |on_token| gets sequence 0's tokens as they come, until it stops."""
+    batch = np.asarray(logits).shape[0]
+    outs = [[] for _ in range(batch)]
+    done = [False] * batch
+    steps = 0
+    for step in range(max_new_tokens):
+        toks = np.asarray(np.argmax(np.asarray(logits).reshape(batch, -1), axis=-1), dtype=np.int32)
+        first_live = not done[0]
+        for b in range(batch):
+            if not done[b]:
+                outs[b].append(int(toks[b]))
+                done[b] = int(toks[b]) in eos
+        if on_token is not None and first_live:
+            on_token(int(toks[0]))
+        if all(done) or step == max_new_tokens - 1:
+            break
+        logits = m.decode(toks)
+        steps += 1
+    return outs, steps
+
+
+def generate_text(model, prompt: str, tokenizer, *, chat: bool = True, system=None,
+                  max_new_tokens: int = 64, on_text=None) -> str:
+    """The greedy answer of hybridgen.Model |model| to text |prompt| (every sequence of the batch
+    gets it; sequence 0's answer is returned). |tokenizer|: a model dir or a TextCodec; |chat| applies
+    its chat template; |on_text| gets the answer's text as it comes. Resets the model's KV first."""
+    codec = tokenizer if isinstance(tokenizer, TextCodec) else TextCodec(tokenizer)
+    ids = codec.encode_chat(prompt, system) if chat else codec.encode(prompt)
+    model.reset()
+    batch = int(getattr(model, "batch", 1))
+    logits = model.prefill(np.tile(np.asarray(ids, dtype=np.int32), (batch, 1)))
+    stream = codec.stream()
+    pieces = []
+
+    def emit(token):
+        piece = stream.push(token)
+        pieces.append(piece)
+        if on_text is not None and piece:
+            on_text(piece)
+
+    greedy_decode(model, logits, max_new_tokens, codec.eos_token_ids, on_token=emit)
+    rest = stream.flush()
+    if on_text is not None and rest:
+        on_text(rest)
+    return "".join(pieces) + rest
+
+
+def run_text(args, out=None, err=None) -> int:
+    out = out or sys.stdout
+    err = err or sys.stderr
+    if args.batch < 1 or args.max_new_tokens < 0 or args.context < 0:
+        raise ModelError("run: --batch must be >= 1, --max-new-tokens and --context >= 0")
+    codec = None
+    tok_dir = Path(args.tokenizer or args.model)
+    if args.prompt is not None or (tok_dir / "tokenizer.json").is_file():
+        codec = TextCodec(tok_dir)
+    if args.prompt is not None:
+        ids = codec.encode_chat(args.prompt, args.system) if args.chat else codec.encode(args.prompt)
+    elif args.prompt_ids:
+        try:
+            ids = [int(x) for x in args.prompt_ids.split(",") if x.strip()]
+        except ValueError as e:
+            raise ModelError(f"run: --prompt-ids must be comma-separated integers ({e})") from e
+    elif args.context == 0:
+        raise ModelError("run: give --prompt, --prompt-ids or --context N")
+    else:
+        ids = []
+    if args.chat and args.prompt is None:
+        raise ModelError("run: --chat needs --prompt")
+    Model = _model_class()
+    need = args.context + len(ids) + args.max_new_tokens + 1
+    # Options beyond the contract's are passed only when given, so any Model takes the defaults.
+    extra = {k: v for k, v in (("gpu_tokens", getattr(args, "gpu_tokens", None)),
+                               ("weight_dtype", getattr(args, "weight_dtype", None))) if v is not None}
+    m = Model(args.model, kv_dtype=args.kv_dtype, threads=args.threads, policy=args.policy,
+              batch=args.batch, max_context=args.max_context or max(4096, need), **extra)
+    vocab = int(m.config["vocab_size"])
+    if ids and (min(ids) < 0 or max(ids) >= vocab):
+        raise ModelError(f"run: prompt token ids must be in [0, {vocab})")
+
+    measured = {}
+    logits = None
+    t_prefill = 0.0
+    n_prefill = 0
+    if args.context:
+        # Seeded random ids stand in for a long document: the cache is full, the text is not real.
+        synth = np.random.default_rng(0).integers(0, vocab, (args.batch, args.context), dtype=np.int32)
+        print(f"[synthetic context: {args.context} random tokens per sequence, for benchmarking]",
+              file=err)
+        t0 = time.perf_counter()
+        logits = _prefill(m, synth, "prefill (synthetic)", err)
+        t_prefill += time.perf_counter() - t0
+        n_prefill += args.context
+    if ids:
+        prompt = np.tile(np.asarray(ids, dtype=np.int32), (args.batch, 1))
+        t0 = time.perf_counter()
+        logits = _prefill(m, prompt, "prefill", err)
+        t_prefill += time.perf_counter() - t0
+        n_prefill += len(ids)
+    measured["prefill"] = (f"{n_prefill} tokens x {args.batch} in {t_prefill:.3f} s "
+                           f"({n_prefill * args.batch / max(t_prefill, 1e-9):.1f} tokens/s, measured here)")
+
+    eos = codec.eos_token_ids if codec else set()
+    stream = codec.stream() if codec else None
+
+    def show(token):  # sequence 0 as text while it runs (special tokens decode to nothing)
+        out.write(stream.push(token))
+        out.flush()
+
+    t0 = time.perf_counter()
+    outs, steps = greedy_decode(m, logits, args.max_new_tokens, eos,
+                                on_token=show if stream is not None else None)
+    t_decode = time.perf_counter() - t0
+    if stream is None:
+        print(" ".join(map(str, outs[0])), file=out)
+    else:
+        print(stream.flush(), file=out)
+    if args.batch > 1 and codec is not None:
+        for b in range(1, args.batch):
+            if outs[b] != outs[0]:
+                print(f"[sequence {b}] {codec.decode(outs[b])}", file=out)
+    if args.show_ids:
+        for b in range(args.batch):
+            print(f"[ids {b}] {' '.join(map(str, outs[b]))}", file=out)
+    measured["decode"] = (f"{steps} steps x {args.batch} in {t_decode:.3f} s "
+                          f"({steps * args.batch / max(t_decode, 1e-9):.1f} tokens/s, measured here)")
+    print_summary(m.stats(), measured, out)
+    return 0

@@ -1,0 +1,148 @@
+// Python bindings of the model runner (runtime) and the model compiler (lib/Models): the native
+// half of hybridgen.Model (python/hybridgen/model.py).
+#include "bindings.h"
+
+#include "hybridgen/Models/ModelModule.h"
+#include "hybridgen/runtime/model/runner.h"
+
+#include <nanobind/ndarray.h>
+#include <nanobind/stl/string.h>
+#include <nanobind/stl/vector.h>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace nb = nanobind;
+
+namespace hybridgen::python {
+namespace {
+
+using rt::model::ModelRunner;
+using IdArray = nb::ndarray<const int32_t, nb::c_contig, nb::device::cpu>;
+
+nb::object toNumpy(std::vector<float> &&values, std::vector<size_t> shape) {
+  auto *heap = new std::vector<float>(std::move(values));
+  nb::capsule owner(heap, [](void *p) noexcept { delete static_cast<std::vector<float> *>(p); });
+  return nb::cast(nb::ndarray<nb::numpy, float>(heap->data(), shape.size(), shape.data(), owner));
+}
+
+nb::dict statsDict(const rt::model::RunnerStats &s) {
+  nb::dict d;
+  d["prefill_tokens"] = s.prefillTokens;
+  d["prefill_seconds"] = s.prefillSeconds;
+  d["prefill_tokens_per_s"] = s.prefillTokensPerSecond();
+  d["decode_tokens"] = s.decodeTokens;
+  d["decode_seconds"] = s.decodeSeconds;
+  d["decode_tokens_per_s"] = s.decodeTokensPerSecond();
+  d["decode_steps"] = s.decodeSteps;
+  d["split_per_layer"] = s.splitPerLayer;
+  nb::dict tiers;
+  for (size_t t = 0; t < s.tierNames.size(); ++t) {
+    nb::dict tier;
+    tier["used_blocks"] = s.tierUsedBlocks[t];
+    tier["capacity_blocks"] = s.tierCapacityBlocks[t];
+    tiers[nb::str(s.tierNames[t].c_str())] = tier;
+  }
+  d["tier_occupancy"] = tiers;
+  d["migrations"] = s.migrations;
+  d["policy"] = s.policy;
+  return d;
+}
+
+/// Owns the runner (which is neither copyable nor movable: it holds the installed scheduler).
+struct RunnerHandle {
+  std::unique_ptr<ModelRunner> runner;
+};
+
+} // namespace
+
+void bindModels(nb::module_ &m) {
+  m.def(
+      "compile_model",
+      [](const std::string &modelDir, const std::string &artifactDir,
+         const std::string &weightDtype, const std::vector<std::string> &kvDtypes, bool prefill,
+         bool force) {
+        models::ModelCompileOptions opts;
+        opts.weightDtype = weightDtype;
+        opts.kvDtypes = kvDtypes;
+        opts.prefill = prefill;
+        nb::gil_scoped_release release;
+        if (force) {
+          if (artifactDir.empty())
+            throwArgument("compile_model: force needs an artifact_dir");
+          models::compileModelDir(modelDir, artifactDir, opts);
+          return artifactDir;
+        }
+        return models::ensureArtifact(modelDir, artifactDir, opts);
+      },
+      nb::arg("model_dir"), nb::arg("artifact_dir") = "", nb::arg("weight_dtype") = "auto",
+      nb::arg("kv_dtypes") = std::vector<std::string>{"f32", "bf16"}, nb::arg("prefill") = true,
+      nb::arg("force") = false,
+      "Compiles a Hugging Face model dir into an artifact dir (reused while newer than its "
+      "config.json unless |force|); returns the artifact dir.");
+
+  nb::class_<RunnerHandle>(m, "ModelRunner")
+      .def(
+          "__init__",
+          [](RunnerHandle *self, const std::string &artifact, const std::string &policy,
+             int32_t batch, int64_t maxContext, const std::string &kvDtype, int32_t threads,
+             const std::string &weights, int64_t prefillChunk, int64_t gpuTokens) {
+            rt::model::RunnerOptions o;
+            o.policy = policy;
+            o.batch = batch;
+            o.maxContext = maxContext;
+            o.kvDtype = kvDtype;
+            o.threads = threads;
+            o.weightsPath = weights;
+            o.prefillChunk = prefillChunk;
+            o.gpuTokens = gpuTokens;
+            auto runner = ModelRunner::open(artifact, o);
+            rt::throwIfError(runner.status());
+            new (self) RunnerHandle{std::move(*runner)};
+          },
+          nb::arg("artifact"), nb::arg("policy") = "feedback", nb::arg("batch") = 1,
+          nb::arg("max_context") = 4096, nb::arg("kv_dtype") = "", nb::arg("threads") = 0,
+          nb::arg("weights") = "", nb::arg("prefill_chunk") = 512, nb::arg("gpu_tokens") = 0)
+      .def_prop_ro("config_json", [](RunnerHandle &h) { return h.runner->configJson(); })
+      .def_prop_ro("batch", [](RunnerHandle &h) { return h.runner->batch(); })
+      .def_prop_ro("kv_dtype", [](RunnerHandle &h) { return h.runner->kvDtype(); })
+      .def("reset", [](RunnerHandle &h) { rt::throwIfError(h.runner->reset()); })
+      .def(
+          "prefill",
+          [](RunnerHandle &h, IdArray ids, bool allLogits) {
+            if (ids.ndim() != 2 || int64_t(ids.shape(0)) != h.runner->batch())
+              throwArgument("prefill: ids must be int32 [batch=" +
+                            std::to_string(h.runner->batch()) + ", T]");
+            int64_t T = int64_t(ids.shape(1));
+            std::vector<float> logits;
+            {
+              nb::gil_scoped_release release;
+              rt::throwIfError(h.runner->prefill(ids.data(), T, allLogits, logits));
+            }
+            size_t B = size_t(h.runner->batch()), V = size_t(h.runner->config().vocab);
+            return allLogits ? toNumpy(std::move(logits), {B, size_t(T), V})
+                             : toNumpy(std::move(logits), {B, V});
+          },
+          nb::arg("ids"), nb::arg("all_logits") = false)
+      .def(
+          "decode",
+          [](RunnerHandle &h, IdArray ids) {
+            if (ids.ndim() != 1 || int64_t(ids.shape(0)) != h.runner->batch())
+              throwArgument("decode: ids must be int32 [batch=" +
+                            std::to_string(h.runner->batch()) + "]");
+            std::vector<float> logits;
+            {
+              nb::gil_scoped_release release;
+              rt::throwIfError(h.runner->decode(ids.data(), logits));
+            }
+            size_t B = size_t(h.runner->batch()), V = size_t(h.runner->config().vocab);
+            return toNumpy(std::move(logits), {B, V});
+          },
+          nb::arg("ids"))
+      .def("sequence_lengths", [](RunnerHandle &h) { return h.runner->sequenceLengths(); })
+      .def("stats", [](RunnerHandle &h) { return statsDict(h.runner->stats()); })
+      .def("trace_csv", [](RunnerHandle &h) { return h.runner->traceCsv(); });
+}
+
+} // namespace hybridgen::python

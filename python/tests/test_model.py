@@ -1,0 +1,251 @@
+# hybridgen.Model on tiny random checkpoints: compiled logits vs the float64 reference of
+# hybridgen.models (independent of the compiler), split policies, batches, checkpoint formats.
+import numpy as np
+import pytest
+
+import hybridgen as hg
+from conftest import requires_jit
+
+models = pytest.importorskip("hybridgen.models")
+
+pytestmark = requires_jit
+ARCHS = ("llama", "llama3", "mistral", "qwen2", "opt")
+# Several context lengths: a decode walk over 40 tokens crosses blocks of 16 (and Mistral's
+# window of 8); the policies put the split at 0, inside the sequence, past its end, and let the
+# feedback scheduler choose.
+POLICIES = ("static:0", "static:20", "cpu", "feedback")
+TOL = 1e-4
+
+
+def rel_err(got, ref):
+    return float(np.abs(np.asarray(got, np.float64) - ref).max() / np.abs(ref).max())
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory):
+    """arch -> (model dir, config, float32 weights, artifact dir), compiled once per arch."""
+    cache = {}
+
+    def get(arch):
+        if arch not in cache:
+            root = tmp_path_factory.mktemp(arch)
+            cfg = models.tiny_config(arch)
+            weights = models.write_random_checkpoint(root / "model", cfg, seed=3)
+            art = hg.compile_model(root / "model", root / "artifact")
+            cache[arch] = (root / "model", cfg, weights, art)
+        return cache[arch]
+
+    return get
+
+
+def prompt(n, vocab, seed=0):
+    return np.random.default_rng(seed).integers(0, vocab, size=n).astype(np.int32)
+
+
+@pytest.mark.parametrize("arch", ARCHS)
+@pytest.mark.parametrize("policy", POLICIES)
+def test_decode_logits_match_reference(built, arch, policy):
+    model_dir, cfg, weights, art = built(arch)
+    ids = prompt(40, cfg["vocab_size"])
+    ref = models.forward(cfg, weights, ids)
+    m = hg.Model(art, policy=policy, max_context=64, weights=str(model_dir))
+    got = np.stack([m.decode(np.array([t], np.int32))[0] for t in ids])
+    assert rel_err(got, ref) <= TOL
+    assert m.sequence_lengths() == [40]
+
+
+@pytest.mark.parametrize("arch", ARCHS)
+def test_prefill_logits_match_reference(built, arch):
+    model_dir, cfg, weights, art = built(arch)
+    ids = prompt(37, cfg["vocab_size"], seed=1)
+    ref = models.forward(cfg, weights, ids)
+    # Chunks of 16: the second and third chunks attend the cached prefix.
+    m = hg.Model(art, max_context=64, weights=str(model_dir), prefill_chunk=16)
+    got = m.prefill(ids[None, :], all_logits=True)
+    assert got.shape == (1, 37, cfg["vocab_size"])
+    assert rel_err(got[0], ref) <= TOL
+    # Decode continues after prefill: the next token's logits match too.
+    nxt = np.array([7], np.int32)
+    ref2 = models.forward(cfg, weights, np.concatenate([ids, nxt]))
+    assert rel_err(m.decode(nxt)[0], ref2[-1]) <= TOL
+
+
+@pytest.mark.parametrize("arch", ("llama3", "opt"))
+def test_greedy_identical_under_every_policy_and_prefill_vs_token_by_token(built, arch):
+    model_dir, cfg, weights, art = built(arch)
+    ids = prompt(12, cfg["vocab_size"], seed=2)
+    runs = []
+    for policy in POLICIES:
+        m = hg.Model(art, policy=policy, max_context=64, weights=str(model_dir))
+        runs.append(m.generate(ids, 10)[0])
+    # Token by token: every prompt token through decode, then greedy decode.
+    m = hg.Model(art, policy="feedback", max_context=64, weights=str(model_dir))
+    for t in ids:
+        logits = m.decode(np.array([t], np.int32))
+    seq = []
+    for _ in range(10):
+        seq.append(int(np.argmax(logits[0])))
+        logits = m.decode(np.array([seq[-1]], np.int32))
+    runs.append(seq)
+    expect = models.greedy(models.Reference(cfg, weights), ids, 10)
+    for r in runs:
+        assert r == expect
+
+
+def test_batch_of_two_matches_each_sequence_alone(built):
+    model_dir, cfg, weights, art = built("qwen2")
+    a, b = prompt(20, cfg["vocab_size"], 4), prompt(20, cfg["vocab_size"], 5)
+    m = hg.Model(art, batch=2, max_context=64, weights=str(model_dir), policy="static:16")
+    got = m.prefill(np.stack([a, b]), all_logits=True)
+    assert rel_err(got[0], models.forward(cfg, weights, a)) <= TOL
+    assert rel_err(got[1], models.forward(cfg, weights, b)) <= TOL
+    st = m.stats()
+    assert st["prefill_tokens"] == 40 and len(st["split_per_layer"]) == cfg["num_hidden_layers"]
+    assert sum(t["used_blocks"] for t in st["tier_occupancy"].values()) == 4
+
+
+@pytest.mark.parametrize("dtype,shards", [("float32", 3), ("bfloat16", 1), ("float16", 2)])
+def test_sharded_and_16_bit_checkpoints(tmp_path, dtype, shards):
+    cfg = models.tiny_config("llama")
+    weights = models.write_random_checkpoint(tmp_path / "m", cfg, dtype=dtype, shards=shards)
+    assert (tmp_path / "m" / "model.safetensors.index.json").exists() == (shards > 1)
+    m = hg.Model(tmp_path / "m", artifact_dir=str(tmp_path / "art"), max_context=32)
+    # weight_dtype "auto": compiled for the checkpoint's own element type, nothing converted.
+    import json
+    meta = json.loads((tmp_path / "art" / "metadata.json").read_text())
+    assert meta["weight_dtype"] == {"float32": "f32", "bfloat16": "bf16", "float16": "f16"}[dtype]
+    ids = prompt(9, cfg["vocab_size"], 6)
+    got = np.stack([m.decode(np.array([t], np.int32))[0] for t in ids])
+    assert rel_err(got, models.forward(cfg, weights, ids)) <= TOL
+
+
+@pytest.fixture()
+def fresh_llama(tmp_path, built):
+    _, cfg, _, art = built("llama")
+    models.write_random_checkpoint(tmp_path / "m", cfg)
+    return tmp_path / "m", art
+
+
+@pytest.mark.parametrize("corrupt,needle", [
+    (lambda d: models.drop_tensor(d, "model.layers.1.mlp.up_proj.weight"),
+     "model.layers.1.mlp.up_proj.weight"),
+    (lambda d: models.wrong_shape(d, "model.layers.0.self_attn.k_proj.weight"),
+     "model.layers.0.self_attn.k_proj.weight"),
+    (lambda d: models.lie_about_offsets(d, "model.norm.weight"), "model.norm.weight"),
+    (lambda d: models.truncate_file(d / "model.safetensors", 8), "model.safetensors"),
+])
+def test_corrupted_checkpoint_fails_cleanly_naming_file_and_tensor(fresh_llama, corrupt, needle):
+    model_dir, art = fresh_llama
+    corrupt(model_dir)
+    with pytest.raises(hg.HybridgenError) as info:
+        hg.Model(art, weights=str(model_dir))
+    msg = str(info.value)
+    # A missing tensor has no file: the checkpoint's path is named instead.
+    assert needle in msg and str(model_dir) in msg
+
+
+def test_config_that_disagrees_with_the_tensors_is_an_error(tmp_path, built):
+    # Weights of a 64-wide model under an artifact compiled for 64 wide but 8 heads of 8... here
+    # simply a checkpoint of another vocabulary size.
+    _, cfg, _, art = built("llama")
+    models.write_random_checkpoint(tmp_path / "m", dict(cfg, vocab_size=300))
+    with pytest.raises(hg.ArgumentError, match="embed_tokens.weight"):
+        hg.Model(art, weights=str(tmp_path / "m"))
+
+
+@pytest.mark.parametrize("field,value,needle", [
+    ("architectures", ["GPT2LMHeadModel"], "architectures"),
+    ("rope_scaling", {"rope_type": "yarn", "factor": 2.0}, "rope_scaling.rope_type"),
+    ("hidden_act", "gelu", "hidden_act"),
+    ("num_key_value_heads", 3, "num_key_value_heads"),
+    ("hidden_size", "64", "hidden_size"),
+])
+def test_unsupported_config_names_the_field(tmp_path, field, value, needle):
+    cfg = models.tiny_config("llama")
+    cfg[field] = value
+    models.write_checkpoint(tmp_path / "m", cfg, {})
+    with pytest.raises(hg.ArgumentError, match=needle):
+        hg.compile_model(tmp_path / "m", tmp_path / "art")
+
+
+def test_bad_ids_and_context_overflow_are_argument_errors(built):
+    model_dir, cfg, _, art = built("llama")
+    m = hg.Model(art, max_context=8, weights=str(model_dir))
+    with pytest.raises(hg.ArgumentError, match="vocabulary"):
+        m.decode(np.array([cfg["vocab_size"]], np.int32))
+    with pytest.raises(hg.ArgumentError, match="batch"):
+        m.decode(np.array([1, 2], np.int32))
+    with pytest.raises(hg.ArgumentError, match="max_context"):
+        m.prefill(np.zeros((1, 9), np.int32))
+
+
+def test_widths_that_are_not_multiples_of_16_take_the_linalg_path(tmp_path):
+    # hidden 72 and intermediate 120: the projections cannot use the 16-wide vector kernel.
+    cfg = models.tiny_config("llama", hidden_size=72, intermediate_size=120)
+    weights = models.write_random_checkpoint(tmp_path / "m", cfg, seed=8)
+    art = hg.compile_model(tmp_path / "m", tmp_path / "art")
+    assert "linalg.generic" in (tmp_path / "art" / "model.mlir").read_text()
+    m = hg.Model(art, max_context=32, weights=str(tmp_path / "m"), prefill_chunk=5)
+    ids = prompt(13, cfg["vocab_size"], 9)
+    got = m.prefill(ids[None, :], all_logits=True)[0]
+    assert rel_err(got, models.forward(cfg, weights, ids)) <= TOL
+
+
+def test_hybridgen_run_model_mode_streams_tokens_and_summary(built, tmp_path):
+    import subprocess
+    from pathlib import Path
+    model_dir, cfg, weights, art = built("llama3")
+    tool = Path(hg.__file__).resolve().parents[2] / "bin" / "hybridgen-run"
+    ids = prompt(10, cfg["vocab_size"], 10)
+    out = subprocess.run([str(tool), art, "--prompt-ids", ",".join(map(str, ids)),
+                          "--max-new-tokens", "6", "--policy", "static:4",
+                          "--trace", str(tmp_path / "t.csv")],
+                         capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    lines = out.stdout.splitlines()
+    tokens = lines[lines.index("== generated token ids:") + 1].split()
+    assert [int(t) for t in tokens] == models.greedy(models.Reference(cfg, weights), ids, 6)
+    assert "decode:" in out.stdout and "tokens/s" in out.stdout and "migrations" in out.stdout
+    # One trace row per layer and decode step (5 decode steps after the prefill's token).
+    assert len((tmp_path / "t.csv").read_text().splitlines()) == 1 + 5 * cfg["num_hidden_layers"]
+    bad = subprocess.run([str(tool), art, "--context", "4", "--policy", "sideways"],
+                         capture_output=True, text=True, timeout=60)
+    assert bad.returncode != 0 and "unknown policy 'sideways'" in bad.stderr
+
+
+def test_feedback_scheduler_with_two_tiers_splits_every_layer_and_stays_exact(built, monkeypatch):
+    # Emulated HBM + DRAM; the modelled GPU side may hold 32 tokens per sequence, so past that the
+    # feedback scheduler must give the oldest tokens to the CPU side, layer by layer.
+    monkeypatch.setenv("HYBRIDGEN_TIERS", "name=hbm,kind=hbm,capacity=64KiB,bandwidth=4800,"
+                       "emulated=1;name=dram,kind=dram,node=0,capacity=64MiB,bandwidth=40")
+    model_dir, cfg, weights, art = built("mistral")
+    ids = prompt(80, cfg["vocab_size"], 11)
+    m = hg.Model(art, policy="feedback", max_context=96, weights=str(model_dir), gpu_tokens=32)
+    got = np.stack([m.decode(np.array([t], np.int32))[0] for t in ids])
+    assert rel_err(got, models.forward(cfg, weights, ids)) <= TOL
+    st = m.stats()
+    assert len(st["split_per_layer"]) == cfg["num_hidden_layers"]
+    assert all(80 - 32 <= s <= 80 for s in st["split_per_layer"])
+    assert set(st["tier_occupancy"]) == {"hbm_emulated", "dram"}
+    assert sum(t["used_blocks"] for t in st["tier_occupancy"].values()) == 5
+    rows = m.trace_csv().splitlines()
+    assert len(rows) == 1 + 80 * cfg["num_hidden_layers"]
+
+
+def test_cached_artifact_is_rebuilt_for_a_newer_config_or_another_generator(tmp_path):
+    import json
+    import os
+    cfg = models.tiny_config("llama")
+    models.write_random_checkpoint(tmp_path / "m", cfg)
+    art = tmp_path / "art"
+    hg.compile_model(tmp_path / "m", art)
+    so = art / "model.so"
+    first = so.stat().st_mtime_ns
+    hg.compile_model(tmp_path / "m", art)
+    assert so.stat().st_mtime_ns == first  # up to date: reused
+    meta = json.loads((art / "metadata.json").read_text())
+    meta["generator"] = meta["generator"] - 1
+    (art / "metadata.json").write_text(json.dumps(meta))
+    os.utime(art / "metadata.json", ns=(first + 10**9, first + 10**9))
+    hg.compile_model(tmp_path / "m", art)
+    assert so.stat().st_mtime_ns != first  # another generator's artifact: rebuilt

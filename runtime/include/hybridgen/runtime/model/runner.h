@@ -1,0 +1,108 @@
+// ModelRunner: runs a compiled model artifact (hybridgen-compile <model dir> -o <artifact>) with
+// the runtime only (no MLIR): maps the weights, owns the KV pool and the split scheduler, and runs
+// chunked prefill and greedy decode for a batch of sequences.
+#pragma once
+
+#include "hybridgen/runtime/model/config.h"
+#include "hybridgen/runtime/status.h"
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace hybridgen::rt::model {
+
+struct RunnerOptions {
+  /// "feedback" (default), "static:S" (S tokens of each sequence on the CPU side) or "cpu".
+  std::string policy = "feedback";
+  int32_t batch = 1;
+  /// Tokens per sequence the KV pool is sized for (prompt + generated).
+  int64_t maxContext = 4096;
+  /// KV pool element type; empty = the artifact's first ("f32" in a default artifact).
+  std::string kvDtype;
+  /// OpenMP threads for compiled code (0: libomp's default).
+  int32_t threads = 0;
+  /// Weights (a directory, .safetensors or index .json); empty = the model dir the artifact was
+  /// compiled from (metadata.json "weights").
+  std::string weightsPath;
+  /// Tokens per prefill chunk; a longer prompt runs as several chunks over the growing cache.
+  int64_t prefillChunk = 512;
+  /// HBM budget of the modelled GPU side, tokens per sequence and layer (0: unlimited).
+  int64_t gpuTokens = 0;
+};
+
+/// Cumulative counters since open (or the last reset()).
+struct RunnerStats {
+  int64_t prefillTokens = 0; // summed over the batch
+  double prefillSeconds = 0;
+  int64_t decodeTokens = 0;  // summed over the batch
+  double decodeSeconds = 0;
+  int64_t decodeSteps = 0;
+  std::vector<int64_t> splitPerLayer; // the last split the scheduler chose, per layer
+  std::vector<std::string> tierNames;
+  std::vector<int64_t> tierUsedBlocks, tierCapacityBlocks;
+  int64_t migrations = 0;
+  std::string policy;
+  double prefillTokensPerSecond() const { return prefillSeconds > 0 ? prefillTokens / prefillSeconds : 0; }
+  double decodeTokensPerSecond() const { return decodeSeconds > 0 ? decodeTokens / decodeSeconds : 0; }
+};
+
+/// (tokens done, tokens total) during a long prefill.
+using ProgressFn = std::function<void(int64_t done, int64_t total)>;
+/// Called after each decode step with one new token per sequence.
+using TokenFn = std::function<void(const std::vector<int32_t> &tokens)>;
+
+class ModelRunner {
+public:
+  /// Opens |artifactDir| (metadata.json, model.so): a clear Status when a file is missing, the
+  /// weights disagree with the config (naming the file and the tensor) or an option is bad.
+  static Result<std::unique_ptr<ModelRunner>> open(const std::string &artifactDir,
+                                                   const RunnerOptions &options = {});
+  ~ModelRunner();
+  ModelRunner(const ModelRunner &) = delete;
+  ModelRunner &operator=(const ModelRunner &) = delete;
+
+  const ModelConfig &config() const;
+  /// The Hugging Face config.json the artifact was compiled from, as JSON text.
+  const std::string &configJson() const;
+  int32_t batch() const;
+  const std::string &kvDtype() const;
+
+  /// Drops every sequence's KV (and the statistics).
+  Status reset();
+  /// Appends |T| tokens to every sequence (|ids| is [batch][T]) and fills |logits| with
+  /// [batch][vocab] for the last token (or [batch][T][vocab] with |allLogits|).
+  Status prefill(const int32_t *ids, int64_t T, bool allLogits, std::vector<float> &logits,
+                 const ProgressFn &progress = {});
+  /// One new token per sequence (|ids| is [batch]); |logits| becomes [batch][vocab].
+  Status decode(const int32_t *ids, std::vector<float> &logits);
+  /// Greedy: prefill |ids| ([batch][T]) then |maxNewTokens| tokens per sequence.
+  Result<std::vector<std::vector<int32_t>>> generate(const int32_t *ids, int64_t T,
+                                                     int64_t maxNewTokens,
+                                                     const TokenFn &onToken = {},
+                                                     const ProgressFn &progress = {});
+  /// Benchmarking only: appends |tokens| tokens of random K/V (every layer) to every sequence,
+  /// without running the model, so decode can be timed at long contexts without a long prefill.
+  /// Whatever decode then produces is not text.
+  Status fillSyntheticKv(int64_t tokens, uint64_t seed = 1);
+  /// Bytes of weights one decode step reads (every layer's and the final ones; the embedding
+  /// gather's few rows not counted unless the table is also the tied lm_head).
+  uint64_t weightBytesPerStep() const;
+  /// Bytes of K and V one decode step reads at the current lengths (every sequence and layer).
+  uint64_t kvBytesPerStep() const;
+  /// Tokens in each sequence's cache.
+  std::vector<int64_t> sequenceLengths() const;
+  RunnerStats stats() const;
+  /// The scheduler's per-segment trace as CSV (one row per layer and decode step).
+  std::string traceCsv() const;
+
+  struct Impl;
+
+private:
+  explicit ModelRunner(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+} // namespace hybridgen::rt::model

@@ -1,0 +1,58 @@
+// ModelRunner's state, shared by runner_load.cpp (opening an artifact) and runner.cpp (running it).
+#pragma once
+
+#include "hybridgen/runtime/context.h"
+#include "hybridgen/runtime/kv_pool.h"
+#include "hybridgen/runtime/memref_call.h"
+#include "hybridgen/runtime/model/runner.h"
+#include "hybridgen/runtime/safetensors.h"
+
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace hybridgen::rt::model {
+
+/// One compiled function and, per layer (index 0 for whole-model functions), its weight
+/// arguments resolved to memory; the other arguments are runtime buffers named in |args|.
+struct BoundFunction {
+  std::string name;
+  std::vector<std::string> args;                       // metadata's names, in call order
+  std::vector<std::vector<memref_call::Arg>> weights;  // [layer][arg index], data null for buffers
+};
+
+struct ModelRunner::Impl {
+  RunnerOptions options;
+  ModelConfig config;
+  std::string configJson;
+  std::string artifactDir;
+  std::string weightDtype;
+  std::string kvDtype;
+  int64_t blockSize = 16;
+  bool hasPrefill = false;
+
+  std::unique_ptr<memref_call::AotLibrary> library;
+  std::unique_ptr<Checkpoint> checkpoint;
+  /// Converted or realigned weights (when the checkpoint's dtype or alignment differs).
+  std::vector<std::unique_ptr<std::vector<uint8_t>>> ownedWeights;
+  BoundFunction embed, layerPre, layerDecode, layerPrefill, final;
+
+  std::unique_ptr<KvPool> pool;
+  std::shared_ptr<SchedulerContext> scheduler;
+  std::vector<int64_t> sequences;
+  RunnerStats stats;
+
+  /// Activation buffers, grown on demand.
+  std::vector<float> x, q, k, v, attn, logits;
+  std::vector<int32_t> positions, table, lens;
+  std::vector<uint16_t> kvStage16; // k/v of the new tokens in a 16-bit pool dtype
+  std::vector<int64_t> layerId = {0};
+
+};
+
+/// Builds the argument list of |fn| for |layer| from the runtime buffers in |buffers|.
+std::vector<memref_call::Arg> buildArgs(const BoundFunction &fn, int32_t layer,
+                                        const std::map<std::string, memref_call::Arg> &buffers);
+
+} // namespace hybridgen::rt::model
