@@ -41,6 +41,10 @@ int main(int argc, char **argv) {
       options.chunkTokens = std::stoll(a.substr(15));
     else if (a == "--no-amx")
       options.amx = false;
+    else if (a.rfind("--target-cpu=", 0) == 0)
+      options.targetCpu = a.substr(13);
+    else if (a.rfind("--target-features=", 0) == 0)
+      options.targetFeatures = a.substr(18);
     else
       return false;
     return true;

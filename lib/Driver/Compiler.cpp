@@ -92,17 +92,21 @@ FunctionInfo describe(func::FuncOp fn) {
   return info;
 }
 
-/// Whether the code's target has AMX-BF16: the host for JIT, the named CPU/features for AOT.
-bool targetHasAmx(const CompileOptions &options, bool aot) {
-  std::unique_ptr<llvm::TargetMachine> tm =
-      aot ? createTargetMachine(options.targetCpu, options.targetFeatures)
-          : createTargetMachine("host", "");
-  return tm->getMCSubtargetInfo()->checkFeatures("+amx-tile,+amx-bf16");
+/// The widest vector registers of |tm|'s target that the CPU kernels are sized for.
+int64_t targetVectorBits(const llvm::TargetMachine &tm) {
+  const llvm::MCSubtargetInfo *sti = tm.getMCSubtargetInfo();
+  if (sti->checkFeatures("+avx512f"))
+    return 512;
+  return sti->checkFeatures("+avx2") ? 256 : 128;
 }
 
 void buildPipeline(OpPassManager &pm, const CompileOptions &options, bool aot) {
+  // JIT and AOT code both target options.targetCpu/targetFeatures ("host" by default).
+  std::unique_ptr<llvm::TargetMachine> tm =
+      createTargetMachine(options.targetCpu, options.targetFeatures);
   mlir::hybridgen::CPUPipelineOptions opts;
-  opts.amx = options.amx && targetHasAmx(options, aot);
+  opts.amx = options.amx && tm->getMCSubtargetInfo()->checkFeatures("+amx-tile,+amx-bf16");
+  opts.vectorBits = targetVectorBits(*tm);
   opts.allDevices = options.allDevicesOnCpu;
   opts.chunkTokens = options.chunkTokens;
   opts.aot = aot;

@@ -21,8 +21,11 @@ std::unique_ptr<JitModule> JitModule::compile(const std::string &mlirText,
                                               const CompileOptions &options) {
   detail::LoweredModule lowered = detail::parseAndLower(mlirText, options, /*aot=*/false);
 
-  // The same optimizer as the AOT path (same host target machine), so both produce the same code.
-  std::unique_ptr<llvm::TargetMachine> tm = detail::createTargetMachine("host", "");
+  // The same target and optimizer as the AOT path, so both produce the same code: the host by
+  // default, or the CPU and features of |options| (e.g. an AVX2 target on an AVX-512 machine, to
+  // measure that path anywhere).
+  std::unique_ptr<llvm::TargetMachine> tm =
+      detail::createTargetMachine(options.targetCpu, options.targetFeatures);
   // ExecutionEngineOptions keeps a non-owning reference: this must outlive create().
   std::function<llvm::Error(llvm::Module *)> transformer = [&](llvm::Module *m) {
     return detail::optimizeModule(m, tm.get());
@@ -36,7 +39,9 @@ std::unique_ptr<JitModule> JitModule::compile(const std::string &mlirText,
   engineOptions.sharedLibPaths = libRefs;
   engineOptions.enableGDBNotificationListener = false;
   engineOptions.enablePerfNotificationListener = false;
-  auto engine = mlir::ExecutionEngine::create(*lowered.module, engineOptions);
+  auto engine = mlir::ExecutionEngine::create(
+      *lowered.module, engineOptions,
+      detail::createTargetMachine(options.targetCpu, options.targetFeatures));
   if (!engine)
     throw CompileError("JIT compilation failed: " + llvm::toString(engine.takeError()));
 

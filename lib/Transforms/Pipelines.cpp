@@ -46,6 +46,10 @@ struct CPUPipelineCLOptions : PassPipelineOptions<CPUPipelineCLOptions> {
   Option<bool> amx{*this, "amx",
                    llvm::cl::desc("Also emit the AMX-BF16 path for bf16 KV (target needs AMX)"),
                    llvm::cl::init(false)};
+  Option<int64_t> vectorBits{*this, "vector-bits",
+                             llvm::cl::desc("Vector register width the kernels are sized for "
+                                            "(512 AVX-512, 256 AVX2, 128 SSE)"),
+                             llvm::cl::init(512)};
   Option<bool> aot{*this, "aot", llvm::cl::desc("Set target CPU and features on every llvm.func"),
                    llvm::cl::init(false)};
   Option<std::string> targetCpu{*this, "target-cpu", llvm::cl::desc("CPU for aot ('host')"),
@@ -65,6 +69,7 @@ void mlir::hybridgen::buildCPUPipeline(OpPassManager &pm, const CPUPipelineOptio
   lowerOpts.allDevices = opts.allDevices;
   lowerOpts.chunkTokens = opts.chunkTokens;
   lowerOpts.amx = opts.amx;
+  lowerOpts.vectorBits = opts.vectorBits;
   pm.addPass(createHGLowerAttentionToCPU(lowerOpts));
   pm.addPass(createHGLowerRuntimeCalls());
   // Dense model ops (lib/Models) are linalg on memrefs: their parallel dims become scf.parallel,
@@ -114,6 +119,7 @@ void mlir::hybridgen::registerPipelines() {
         opts.allDevices = cl.allDevices;
         opts.chunkTokens = cl.chunkTokens;
         opts.amx = cl.amx;
+        opts.vectorBits = cl.vectorBits;
         opts.aot = cl.aot;
         opts.targetCpu = cl.targetCpu;
         opts.targetFeatures = cl.targetFeatures;

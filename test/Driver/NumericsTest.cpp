@@ -35,14 +35,16 @@ AttentionSpec specFor(const Shape &s) {
   return spec; // dynamic batch/pool/table and a runtime split: one module serves every case
 }
 
-std::unique_ptr<JitModule> compile(const AttentionSpec &spec) {
+std::unique_ptr<JitModule> compile(const AttentionSpec &spec,
+                                   const hybridgen::driver::CompileOptions &options = {}) {
   auto t0 = std::chrono::steady_clock::now();
-  auto jit = JitModule::compile(hybridgen::driver::buildAttentionModule(spec));
+  auto jit = JitModule::compile(hybridgen::driver::buildAttentionModule(spec), options);
   double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0)
                   .count();
-  std::printf("[hybridgen] compiled D=%lld q/kv=%lld/%lld %s in %.0f ms\n",
+  std::printf("[hybridgen] compiled D=%lld q/kv=%lld/%lld %s for %s in %.0f ms\n",
               static_cast<long long>(spec.headDim), static_cast<long long>(spec.qHeads),
-              static_cast<long long>(spec.kvHeads), spec.kvDtype.c_str(), ms);
+              static_cast<long long>(spec.kvHeads), spec.kvDtype.c_str(),
+              options.targetCpu.c_str(), ms);
   return jit;
 }
 
@@ -105,11 +107,14 @@ struct DenseCase {
   const char *name;
   Shape shape;
   int32_t longLen; // 0: no long-context case
+  const char *targetCpu = "host";
 };
 
 void runDense(const DenseCase &c) {
   std::mt19937_64 rng(testSeed() ^ std::hash<std::string>()(c.name));
-  auto jit = compile(specFor(c.shape));
+  hybridgen::driver::CompileOptions options;
+  options.targetCpu = c.targetCpu;
+  auto jit = compile(specFor(c.shape), options);
   int32_t bs = static_cast<int32_t>(c.shape.blockSize);
   std::vector<std::vector<int32_t>> batches = {
       {1}, {bs}, {bs + 1}, {3, 5 * bs - 1, 1, 2 * bs + 7}, raggedLens(rng, 8, 3000)};
@@ -152,6 +157,30 @@ TEST(Numerics, D128_G1_F16) {
 }
 TEST(Numerics, D256_G8_F32) {
   runDense({"D256 G8 f32 bs16", shape(8, 1, 256, 16, DType::f32), 65551});
+}
+
+// The AVX2 kernel (x86-64-v3: 8-lane vectors, 16 registers; see cpu-path.md), JIT-compiled for
+// that target on any CPU that has AVX2 and FMA, whatever else it has.
+bool hostRunsAvx2() { return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"); }
+TEST(Numerics, Avx2_D128_G4_BF16_Llama) {
+  if (!hostRunsAvx2())
+    GTEST_SKIP() << "this CPU has no AVX2/FMA";
+  runDense({"AVX2 D128 G4 bf16 bs16", shape(32, 8, 128, 16, DType::bf16), 20011, "x86-64-v3"});
+}
+TEST(Numerics, Avx2_D80_G4_F16) {
+  if (!hostRunsAvx2())
+    GTEST_SKIP() << "this CPU has no AVX2/FMA";
+  runDense({"AVX2 D80 G4 f16 bs16", shape(8, 2, 80, 16, DType::f16), 0, "x86-64-v3"});
+}
+TEST(Numerics, Avx2_D64_G1_F32) {
+  if (!hostRunsAvx2())
+    GTEST_SKIP() << "this CPU has no AVX2/FMA";
+  runDense({"AVX2 D64 G1 f32 bs16", shape(4, 4, 64, 16, DType::f32), 0, "x86-64-v3"});
+}
+TEST(Numerics, Avx2_D96_G8_BF16) {
+  if (!hostRunsAvx2())
+    GTEST_SKIP() << "this CPU has no AVX2/FMA";
+  runDense({"AVX2 D96 G8 bf16 bs32", shape(16, 2, 96, 32, DType::bf16), 0, "x86-64-v3"});
 }
 
 // Sliding window and logit softcap follow docs/interfaces.md.

@@ -46,7 +46,8 @@ struct CompileOptions {
   bool allDevicesOnCpu = true;
   /// Tokens per parallel CPU chunk (0: the lowering chooses).
   int64_t chunkTokens = 0;
-  /// Ahead-of-time target ("host" = this machine); the JIT always uses the host.
+  /// Target CPU of JIT and ahead-of-time code ("host" = this machine). The CPU kernels' register
+  /// tiles follow its vector width (AVX-512, AVX2 or SSE).
   std::string targetCpu = "host";
   std::string targetFeatures; // e.g. "+avx2,+fma"; empty = the CPU's own
   /// Use AMX tiles for bf16 KV when the target has AMX-BF16 (the kernel still checks at run time

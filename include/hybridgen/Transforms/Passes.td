@@ -60,6 +60,9 @@ def HGLowerAttentionToCPU : Pass<"hg-lower-attention-to-cpu", "::mlir::ModuleOp"
            "Tokens per parallel chunk (0 = 1024, or 4096 on the AMX path)">,
     Option<"amx", "amx", "bool", /*default=*/"false",
            "Also emit the AMX-BF16 path for bf16 KV, taken when hgrt_amx_available() says so">,
+    Option<"vectorBits", "vector-bits", "int64_t", /*default=*/"512",
+           "Vector register width of the target (512: AVX-512, 256: AVX2, 128: SSE); sizes "
+           "the kernels' register tiles">,
   ];
   let dependentDialects = [
     "::mlir::amx::AMXDialect", "::mlir::arith::ArithDialect", "::mlir::func::FuncDialect",

@@ -18,6 +18,8 @@ struct CPUPipelineOptions {
   /// Also emit the AMX-BF16 kernel path for bf16 KV (the target must have AMX; the kernel still
   /// asks the runtime at each call whether the OS lets it use the tiles).
   bool amx = false;
+  /// Vector register width the CPU kernels are sized for (512 AVX-512, 256 AVX2, 128 SSE).
+  int64_t vectorBits = 512;
   /// Ahead-of-time code: name the CPU and its features on every llvm.func.
   bool aot = false;
   /// With aot: the CPU ("host" = this machine) and a feature list (empty = the CPU's).

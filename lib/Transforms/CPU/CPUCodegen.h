@@ -29,8 +29,15 @@ struct KernelConfig {
   int64_t topK;        // 0: dense
   int64_t chunkTokens; // tokens per parallel chunk (dense)
   bool amx = false;    // emit the AMX-BF16 path where it applies (see amxApplies)
+  /// Width of the target's vector registers: 512 (AVX-512: 32 zmm) or 256 (AVX2: 16 ymm). The
+  /// dot width, the accumulator tiles and the heads per logit pass are sized from it, so that the
+  /// loop-carried values of the hot loops fit the register file instead of spilling.
+  int64_t vectorBits = 512;
 
   int64_t group() const { return qHeads / kvHeads; }
+  /// f32 lanes of one vector register, and the number of vector registers.
+  int64_t lanes() const { return vectorBits / 32; }
+  int64_t vectorRegs() const { return vectorBits >= 512 ? 32 : 16; }
   /// Heads of a group handled by one parallel iteration: the whole group when it is small, else
   /// the largest divisor <= 8, so the number of live vector accumulators stays bounded.
   int64_t subGroup() const;

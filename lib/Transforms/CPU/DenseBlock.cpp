@@ -81,13 +81,16 @@ int64_t cpu::treeRows(const KernelConfig &c) {
   return r;
 }
 
-/// Whether bf16 rows are widened 32 elements at a time as (even, odd) halves: one 64-byte load
-/// viewed as 16 x i32, a shift gives the even elements as f32 and a mask the odd ones (2 ops per
-/// 32 elements instead of a widening shuffle plus a shift per 16). The element order is then
+/// Whether bf16 rows are widened two registers at a time as (even, odd) halves: one full-register
+/// load (64 bytes on AVX-512, 32 on AVX2) viewed as lanes x i32, a shift gives the even elements
+/// as f32 and a mask the odd ones (2 ops per 2 x lanes elements instead of a widening shuffle
+/// plus a shift per register). The element order is then
 /// permuted: q is permuted alike (a dot product does not care), and the V accumulators keep the
 /// permuted order until they are written out.
 bool cpu::bf16Pairs(const KernelConfig &c) {
-  return c.kvType.isBF16() && c.headDim % 32 == 0 && c.accTileWidth() % 32 == 0;
+  int64_t pair = 2 * c.lanes();
+  return c.kvType.isBF16() && c.dotWidth() == c.lanes() && c.headDim % pair == 0 &&
+         c.accTileWidth() % pair == 0;
 }
 
 /// Whether the softmax statistics of the |gs| heads are carried as two vector<gs> (max, sum):
@@ -135,12 +138,12 @@ SmallVector<Value> DenseBlock::loadSlices(Value pool, Value pb, Value kvh, Value
       slices.push_back(e.loadRowF32(pool, {pb, kvh, r, e.idx(col + j)}, w));
     return slices;
   }
-  auto i32s = VectorType::get({16}, b.getI32Type()), f32s = VectorType::get({16}, e.f32());
+  auto i32s = VectorType::get({w}, b.getI32Type()), f32s = VectorType::get({w}, e.f32());
   auto splatI32 = [&](int32_t x) {
     return arith::ConstantOp::create(b, DenseElementsAttr::get(i32s, b.getI32IntegerAttr(x)));
   };
-  for (int64_t j = 0; j < width; j += 32) {
-    Value raw = vector::LoadOp::create(b, VectorType::get({32}, c.kvType), pool,
+  for (int64_t j = 0; j < width; j += 2 * w) {
+    Value raw = vector::LoadOp::create(b, VectorType::get({2 * w}, c.kvType), pool,
                                        ValueRange{pb, kvh, r, e.idx(col + j)});
     Value pairs = vector::BitCastOp::create(b, i32s, raw);
     Value even = arith::ShLIOp::create(b, pairs, splatI32(16));
@@ -178,9 +181,11 @@ void DenseBlock::logitsByTree(Value pb, Value kvh, ArrayRef<Value> qv) {
   // head dim 128 that is 2 heads, measured cache-resident 31 -> 33-36 GB/s, and at 64K tokens from
   // within noise to +5% of the roof. bf16/f16 rows are widened once per pass, which 2-head passes
   // double (measured 5-10% slower), so they keep 4.
-  int64_t hb = std::min<int64_t>(gs, 4);
+  // With AVX2's 16 ymm the same budgets halve: 2 heads, q slices in <= 8 registers.
+  int64_t regs = c.vectorRegs();
+  int64_t hb = std::min<int64_t>(gs, regs / 8);
   if (c.kvType.isF32())
-    hb = std::clamp<int64_t>(16 / (c.headDim / c.dotWidth()), 1, hb);
+    hb = std::clamp<int64_t>((regs / 2) / (c.headDim / c.dotWidth()), 1, hb);
   e.loop(e.idx(0), e.idx(bs), e.idx(rows), {}, [&](Value r0, ValueRange) {
     for (int64_t g0 = 0; g0 < gs; g0 += hb) {
       int64_t g1 = std::min(gs, g0 + hb);
@@ -375,8 +380,11 @@ void DenseBlock::block(Value s, Value kvh, Value blk, Value t0, Value t1, Value 
   // block walks exactly its valid rows, so V rows outside the range are never read.
   Value full = arith::AndIOp::create(b, e.cmpi(arith::CmpIPredicate::eq, r0, e.idx(0)),
                                      e.cmpi(arith::CmpIPredicate::eq, r1, e.idx(bs)));
+  // 8 rows on AVX-512; 4 with AVX2's 16 ymm, where LLVM hoists the unrolled rows' probability
+  // broadcasts and spilled them at 8 (callgrind, x86-64-v3 build, 4096 tokens: bf16 143M -> 121M
+  // instructions per 11 calls, f32 132M -> 111M; 2 rows gave 126M and 115M).
   int64_t unroll = 1;
-  for (int64_t u = 8; u > 1; --u)
+  for (int64_t u = c.vectorRegs() / 4; u > 1; --u)
     if (bs % u == 0) {
       unroll = u;
       break;

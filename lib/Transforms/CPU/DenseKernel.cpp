@@ -23,17 +23,20 @@ int64_t KernelConfig::subGroup() const {
   return 1;
 }
 
-int64_t KernelConfig::dotWidth() const { return headDim % 16 == 0 ? 16 : headDim; }
+int64_t KernelConfig::dotWidth() const { return headDim % lanes() == 0 ? lanes() : headDim; }
 
 int64_t KernelConfig::accTileWidth() const {
-  // At most 128 live f32 accumulator lanes: 8 zmm on AVX-512, 16 ymm on AVX2. 256 lanes (16 zmm,
-  // fewer passes over each V row) measured 5-15% slower for groups 2-8: the unrolled rows' V
-  // slices and broadcasts then no longer fit next to the accumulators.
-  int64_t gs = subGroup();
-  for (int64_t tw = headDim; tw >= 16; --tw)
-    if (headDim % tw == 0 && tw % 16 == 0 && gs * tw <= 128)
+  // At most 8 registers of live f32 accumulators: 128 lanes in 8 zmm on AVX-512, 64 in 8 ymm on
+  // AVX2. On AVX-512, 256 lanes (16 zmm, fewer passes over each V row) measured 5-15% slower for
+  // groups 2-8: the unrolled rows' V slices and broadcasts then no longer fit next to the
+  // accumulators. On AVX2 (16 ymm), 128 lanes filled the whole register file: 6 of the 16
+  // accumulators were reloaded and stored back around every FMA (callgrind on an x86-64-v3
+  // build, f32: 0.41 instructions per KV byte, a third of them stack moves).
+  int64_t gs = subGroup(), l = lanes();
+  for (int64_t tw = headDim; tw >= l; --tw)
+    if (headDim % tw == 0 && tw % l == 0 && gs * tw <= 8 * l)
       return tw;
-  return headDim % 16 == 0 ? 16 : headDim;
+  return headDim % l == 0 ? l : headDim;
 }
 
 std::string KernelConfig::mangle() const {
@@ -44,7 +47,8 @@ std::string KernelConfig::mangle() const {
                        qHeads, kvHeads, blockSize, headDim, llvm::bit_cast<uint32_t>(scale),
                        window, llvm::bit_cast<uint32_t>(softcap), topK, chunkTokens,
                        amxApplies(*this) ? "_amx" : "")
-      .str();
+             .str() +
+         (vectorBits == 512 ? "" : "_v" + std::to_string(vectorBits));
 }
 
 SmallVector<Type> cpu::kernelArgTypes(MLIRContext *ctx, const KernelConfig &c) {
@@ -176,12 +180,12 @@ func::FuncOp cpu::buildDenseKernel(ModuleOp module, StringRef name, const Kernel
         SmallVector<Value> slices;
         if (bf16Pairs(c)) {
           SmallVector<int64_t> evens, odds;
-          for (int64_t i = 0; i < 16; ++i) {
+          for (int64_t i = 0; i < w; ++i) {
             evens.push_back(2 * i);
             odds.push_back(2 * i + 1);
           }
-          for (int64_t j = 0; j < d; j += 32) {
-            Value q32 = vector::LoadOp::create(b, VectorType::get({32}, e.f32()), q,
+          for (int64_t j = 0; j < d; j += 2 * w) {
+            Value q32 = vector::LoadOp::create(b, VectorType::get({2 * w}, e.f32()), q,
                                                ValueRange{s, h, e.idx(j)});
             slices.push_back(vector::ShuffleOp::create(b, q32, q32, evens));
             slices.push_back(vector::ShuffleOp::create(b, q32, q32, odds));
@@ -232,16 +236,16 @@ func::FuncOp cpu::buildDenseKernel(ModuleOp module, StringRef name, const Kernel
         if (bf16Pairs(c)) {
           // Back from the (even, odd) order to the natural one.
           SmallVector<int64_t> zip;
-          for (int64_t i = 0; i < 16; ++i) {
+          for (int64_t i = 0; i < w; ++i) {
             zip.push_back(i);
-            zip.push_back(16 + i);
+            zip.push_back(w + i);
           }
-          auto half = VectorType::get({16}, e.f32());
-          for (int64_t col = 0; col < d; col += 32) {
+          auto half = VectorType::get({w}, e.f32());
+          for (int64_t col = 0; col < d; col += 2 * w) {
             Value even =
                 vector::LoadOp::create(b, half, body.acc, ValueRange{u, e.idx(g), e.idx(col)});
             Value odd = vector::LoadOp::create(b, half, body.acc,
-                                               ValueRange{u, e.idx(g), e.idx(col + 16)});
+                                               ValueRange{u, e.idx(g), e.idx(col + w)});
             vector::StoreOp::create(b, vector::ShuffleOp::create(b, even, odd, zip), so,
                                     ValueRange{row, e.idx(col)});
           }

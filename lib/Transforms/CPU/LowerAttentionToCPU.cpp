@@ -65,12 +65,15 @@ struct LowerAttentionToCPUPass
     c.softcap = op.getSoftcap() ? op.getSoftcap()->convertToFloat() : 0.0f;
     c.topK = op.getTopK().value_or(0);
     c.amx = amx;
+    c.vectorBits = vectorBits;
     int64_t chunk = chunkTokens > 0     ? int64_t(chunkTokens)
                     : cpu::amxApplies(c) ? kDefaultAmxChunkTokens
                                          : kDefaultChunkTokens;
     // Whole blocks per chunk keep every chunk's rows contiguous in the pool.
     c.chunkTokens = std::max<int64_t>(1, (chunk + c.blockSize - 1) / c.blockSize) * c.blockSize;
 
+    if (c.vectorBits != 128 && c.vectorBits != 256 && c.vectorBits != 512)
+      return op.emitOpError("vector-bits must be 128, 256 or 512, got ") << c.vectorBits;
     if (c.headDim % 4 != 0 || c.headDim > kMaxHeadDim)
       return op.emitOpError("head_dim ")
              << c.headDim << " is not supported by the CPU lowering (needs a multiple of 4 up to "

@@ -1,0 +1,97 @@
+#!/usr/bin/env python3
+"""Machine-independent figure of the CPU attention kernels: instructions retired per KV byte,
+counted by valgrind's callgrind (not perf: no hardware counters in these VMs) over the calls of
+the compiled kernel only (--toggle-collect on its entry point), 1 thread, batch 1, Llama-3-8B
+shape. The count does not depend on the machine's load or clock, so a regression in the code a
+target gets shows on any CPU that can run it.
+
+Valgrind 3.19 executes no AVX-512, so only targets without it can be counted (x86-64-v3 = AVX2 +
+FMA + F16C, the Zen 3 kernels); the AVX-512 and AMX rows say so instead of guessing.
+
+    .venv/bin/python bench/cpu_attention/instructions.py [--build-dir build] [--context 4096]
+        [--targets x86-64-v3] [--dtypes f32,bf16,f16] [--csv PATH]
+"""
+import argparse
+import csv
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+Q_HEADS, KV_HEADS, HEAD_DIM = 32, 8, 128
+ELT_BYTES = {"f32": 4, "f16": 2, "bf16": 2}
+
+
+def count(build: Path, target: str, dtype: str, context: int, work: Path) -> dict:
+    kernels = work / target
+    kernels.mkdir(parents=True, exist_ok=True)
+    subprocess.run([str(build / "bin/hybridgen_cpu_attention_bench"), f"--save-aot={kernels}",
+                    f"--target-cpu={target}", f"--dtypes={dtype}"],
+                   check=True, capture_output=True, text=True)
+    out = work / f"callgrind.{target}.{dtype}"
+    run = subprocess.run(
+        ["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}",
+         "--toggle-collect=_mlir_ciface_hg_attention",
+         str(build / "bin/hybridgen_cpu_attention_aot_bench_v3"), f"--load={kernels}",
+         f"--dtypes={dtype}", f"--contexts={context}", "--batches=1", "--threads=1",
+         "--min-seconds=0"],
+        capture_output=True, text=True)
+    if run.returncode != 0:
+        raise RuntimeError(f"callgrind run failed for {target} {dtype}:\n{run.stderr[-2000:]}")
+    instructions = int(re.search(r"Collected : (\d+)", run.stderr).group(1))
+    # Callgrind compresses names: "fn=(id) name" or "cfn=(id) name" once, then "(id)" alone; a
+    # call is "cfn=(id)" followed by "calls=N ...".
+    calls, entry_id = 0, None
+    lines = out.read_text().splitlines()
+    for i, line in enumerate(lines):
+        m = re.match(r"c?fn=\((\d+)\)\s*(.*)", line)
+        if not m:
+            continue
+        if m.group(2) == "_mlir_ciface_hg_attention":
+            entry_id = m.group(1)
+        if (line.startswith("cfn=") and m.group(1) == entry_id
+                and lines[i + 1].startswith("calls=")):
+            calls += int(lines[i + 1].split()[0].split("=")[1])
+    if calls == 0:
+        raise RuntimeError("no call of _mlir_ciface_hg_attention was recorded")
+    kv_bytes = 2 * context * KV_HEADS * HEAD_DIM * ELT_BYTES[dtype]
+    return {"target": target, "dtype": dtype, "context": context, "calls": calls,
+            "instructions_per_call": instructions // calls,
+            "instructions_per_kv_byte": round(instructions / calls / kv_bytes, 4)}
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--build-dir", default=str(ROOT / "build"))
+    ap.add_argument("--context", type=int, default=4096)
+    ap.add_argument("--targets", default="x86-64-v3")
+    ap.add_argument("--dtypes", default="f32,bf16,f16")
+    ap.add_argument("--csv", default="")
+    args = ap.parse_args()
+    if not shutil.which("valgrind"):
+        print("valgrind is not installed", file=sys.stderr)
+        return 2
+    build = Path(args.build_dir)
+    rows = []
+    with tempfile.TemporaryDirectory() as tmp:
+        for target in args.targets.split(","):
+            for dtype in args.dtypes.split(","):
+                rows.append(count(build, target, dtype, args.context, Path(tmp)))
+    print("target      dtype  tokens  calls  instr/call   instr/KV byte")
+    for r in rows:
+        print(f"{r['target']:<11} {r['dtype']:<6} {r['context']:>6} {r['calls']:>6} "
+              f"{r['instructions_per_call']:>11} {r['instructions_per_kv_byte']:>14.3f}")
+    print("AVX-512 / AMX paths: not countable here (valgrind executes no AVX-512)")
+    if args.csv:
+        with open(args.csv, "w", newline="") as f:
+            w = csv.DictWriter(f, fieldnames=list(rows[0]))
+            w.writeheader()
+            w.writerows(rows)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,61 @@
+// RUN: hybridgen-opt %s -split-input-file -hg-lower-attention-to-cpu="vector-bits=256" | FileCheck %s
+// RUN: hybridgen-opt %s -split-input-file -hg-lower-attention-to-cpu="vector-bits=256" -hg-cpu-pipeline="aot=true target-cpu=x86-64-v3" | FileCheck %s --check-prefix=LLVM
+// RUN: not hybridgen-opt %s -split-input-file -hg-lower-attention-to-cpu="vector-bits=100" 2>&1 | FileCheck %s --check-prefix=BAD
+
+// vector-bits=256 (AVX2: 16 ymm registers) sizes the dense kernel for 8-lane vectors: dot slices,
+// V accumulator tiles of 4 heads x 16 lanes (8 ymm, not 4 x 32 = 16, which spilled 6
+// accumulators around every FMA), bf16 rows widened 16 at a time from one 32-byte load viewed
+// as 8 x i32 (shift for the even elements, mask for the odd ones, no trip through memory), V rows
+// unrolled by 4. The kernel's name records the width.
+// CHECK-LABEL: func.func @dense_bf16_avx2
+// CHECK: call @[[KERNEL:__hg_cpu_dense_bf16_q32_kv8_b16_d128_[a-z0-9_]*_v256]](
+// CHECK: func.func private @[[KERNEL]]
+// CHECK: vector.shuffle %{{.*}} [0, 2, 4, 6, 8, 10, 12, 14] : vector<16xf32>, vector<16xf32>
+// CHECK: scf.for
+// CHECK: vector.load %{{.*}} : memref<?x8x16x128xbf16>, vector<16xbf16>
+// CHECK-NEXT: vector.bitcast %{{.*}} : vector<16xbf16> to vector<8xi32>
+// CHECK: arith.shli %{{.*}} : vector<8xi32>
+// CHECK: arith.andi %{{.*}} : vector<8xi32>
+// CHECK: vector.fma %{{.*}} : vector<8xf32>
+// CHECK-NOT: vector.fma %{{.*}} : vector<16xf32>
+// The p.V loop: 4 rows per iteration, each row's 2 V slices times 4 heads' probabilities.
+// CHECK: scf.for %{{.*}} = %{{.*}} to %{{.*}} step %c4
+// CHECK-COUNT-8: vector.fma %{{.*}} : vector<8xf32>
+// CHECK: vector.shuffle %{{.*}} [0, 8, 1, 9, 2, 10, 3, 11, 4, 12, 5, 13, 6, 14, 7, 15] : vector<8xf32>, vector<8xf32>
+// LLVM-LABEL: llvm.func @dense_bf16_avx2
+// LLVM: llvm.func @__hg_cpu_dense_bf16{{.*}}_v256
+// LLVM-SAME: target_cpu = "x86-64-v3"
+// LLVM: llvm.intr.fmuladd{{.*}} : (vector<8xf32>, vector<8xf32>, vector<8xf32>) -> vector<8xf32>
+func.func @dense_bf16_avx2(%q: memref<1x32x128xf32>, %k: memref<64x8x16x128xbf16>,
+                           %v: memref<64x8x16x128xbf16>, %bt: memref<1x64xi32>,
+                           %lens: memref<1xi32>, %o: memref<1x32x128xf32>, %m: memref<1x32xf32>,
+                           %l: memref<1x32xf32>) {
+  %c0 = arith.constant 0 : index
+  hg.partial_attention q(%q : memref<1x32x128xf32>)
+      kv(%k, %v : memref<64x8x16x128xbf16>, memref<64x8x16x128xbf16>)
+      table(%bt : memref<1x64xi32>) lens(%lens : memref<1xi32>) range [%c0, len) on cpu
+      -> o(%o : memref<1x32x128xf32>) m(%m : memref<1x32xf32>) l(%l : memref<1x32xf32>)
+      {scale = 0.0883883461 : f32}
+  return
+}
+
+// -----
+
+// f16 rows on AVX2 are widened in registers by one extf of 8 lanes (F16C vcvtph2ps).
+// CHECK-LABEL: func.func @dense_f16_avx2
+// CHECK: func.func private @__hg_cpu_dense_f16{{.*}}_v256
+// CHECK: vector.load %{{.*}} : memref<?x2x16x64xf16>, vector<8xf16>
+// CHECK-NEXT: arith.extf %{{.*}} : vector<8xf16> to vector<8xf32>
+// CHECK: vector.fma %{{.*}} : vector<8xf32>
+func.func @dense_f16_avx2(%q: memref<1x8x64xf32>, %k: memref<8x2x16x64xf16>,
+                          %v: memref<8x2x16x64xf16>, %bt: memref<1x8xi32>, %lens: memref<1xi32>,
+                          %o: memref<1x8x64xf32>, %m: memref<1x8xf32>, %l: memref<1x8xf32>) {
+  %c0 = arith.constant 0 : index
+  hg.partial_attention q(%q : memref<1x8x64xf32>)
+      kv(%k, %v : memref<8x2x16x64xf16>, memref<8x2x16x64xf16>)
+      table(%bt : memref<1x8xi32>) lens(%lens : memref<1xi32>) range [%c0, len) on cpu
+      -> o(%o : memref<1x8x64xf32>) m(%m : memref<1x8xf32>) l(%l : memref<1x8xf32>)
+      {scale = 0.125 : f32}
+  return
+}
+// BAD: error: 'hg.partial_attention' op vector-bits must be 128, 256 or 512, got 100
