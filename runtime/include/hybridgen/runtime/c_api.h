@@ -15,13 +15,22 @@ int64_t hgrt_split_point(int64_t segment_id);
 /* Bracket one run of a compiled segment; the end feeds the scheduler. */
 void hgrt_segment_begin(int64_t segment_id);
 void hgrt_segment_end(int64_t segment_id);
-/* Bracket one device's partial inside a segment (device 0 = cpu, 1 = gpu). */
+/* Bracket one device's partial inside a segment (device 0 = cpu, 1 = gpu). With a CUDA device,
+   the GPU bracket is also timed with CUDA events around the kernels launched inside it (on their
+   stream), and segment_end reports that span as the GPU time; the CPU side keeps wall time. */
 void hgrt_device_begin(int64_t segment_id, int32_t device);
 void hgrt_device_end(int64_t segment_id, int32_t device);
 /* 1 when compiled kernels may use AMX tiles: the CPU has AMX-BF16 and the OS granted this
    process the tile state (requested on the first call); 0 otherwise, or when the environment
    sets HYBRIDGEN_DISABLE_AMX to anything but 0. */
 int32_t hgrt_amx_available(void);
+/* 1 when a CUDA device and its context are usable (opened on the first call; without one, a
+   one-line notice goes to stderr once and the compiled code runs every token on the CPU). */
+int32_t hgrt_gpu_available(void);
+/* The device address aliasing |host_ptr| inside a registered host KV pool array: for a layer's
+   array base, block b of the HBM tier is at alias + b * block_bytes. NULL when |host_ptr| lies in
+   no registered array (no GPU, or a pool without a device HBM tier). */
+void *hgrt_gpu_alias(const void *host_ptr);
 
 #ifdef __cplusplus
 }
