@@ -1,5 +1,7 @@
-// TierMemory implementations: NUMA-bound host ranges (mbind) and emulated HBM.
+// TierMemory implementations: NUMA-bound host ranges (mbind, pinned for DMA with a GPU) and
+// emulated HBM. The CUDA device tier is in lib/cuda/device_tier.cpp.
 #include "hybridgen/runtime/tier_memory.h"
+#include "hybridgen/runtime/cuda/gpu_runtime.h"
 
 #include <numa.h>
 #include <numaif.h>
@@ -14,7 +16,11 @@ namespace {
 
 class NumaTierMemory final : public TierMemory {
 public:
-  explicit NumaTierMemory(int32_t node) : node_(node) {}
+  NumaTierMemory(int32_t node, bool pin) : node_(node), pin_(pin) {}
+  ~NumaTierMemory() override {
+    for (void *p : pinned_)
+      cuda::unpinHostRange(p);
+  }
   bool hostAccessible() const override { return true; }
   Status bindHostRange(void *p, size_t bytes) const override {
     if (node_ < 0 || bytes == 0 || numa_available() < 0)
@@ -27,10 +33,22 @@ public:
                          std::strerror(errno));
     return Status::ok();
   }
-  std::string label() const override { return "numa:" + std::to_string(node_); }
+  std::string label() const override { return "numa:" + std::to_string(node_) + (pin_ ? "(pinned)" : ""); }
+  // With a device tier in the pool, migrations to and from HBM are DMA from these pages.
+  Status attachArray(void *hostArray, size_t, size_t firstByte, size_t bytes) override {
+    if (!pin_ || bytes == 0)
+      return Status::ok();
+    void *p = static_cast<char *>(hostArray) + firstByte;
+    if (Status s = cuda::pinHostRange(p, bytes); !s)
+      return s;
+    pinned_.push_back(p);
+    return Status::ok();
+  }
 
 private:
   int32_t node_;
+  bool pin_;
+  std::vector<void *> pinned_;
 };
 
 class EmulatedHbmMemory final : public TierMemory {
@@ -42,10 +60,22 @@ public:
 
 } // namespace
 
-std::unique_ptr<TierMemory> makeTierMemory(const TierInfo &tier) {
+Status TierMemory::copyToDevice(const std::vector<Copy> &, bool) const {
+  return invalidArgument("tier memory " + label() + " is not on a device");
+}
+Status TierMemory::copyFromDevice(const std::vector<Copy> &, bool) const {
+  return invalidArgument("tier memory " + label() + " is not on a device");
+}
+Status TierMemory::copyWithinDevice(size_t, size_t, size_t) const {
+  return invalidArgument("tier memory " + label() + " is not on a device");
+}
+
+std::unique_ptr<TierMemory> makeTierMemory(const TierInfo &tier, bool pinForDevice) {
+  if (tier.kind == TierKind::kHbm && tier.onDevice)
+    return cuda::makeDeviceTierMemory(tier);
   if (tier.kind == TierKind::kHbm)
-    return std::make_unique<EmulatedHbmMemory>(); // no CUDA backend in this build
-  return std::make_unique<NumaTierMemory>(tier.numaNode);
+    return std::make_unique<EmulatedHbmMemory>();
+  return std::make_unique<NumaTierMemory>(tier.numaNode, pinForDevice);
 }
 
 } // namespace hybridgen::rt

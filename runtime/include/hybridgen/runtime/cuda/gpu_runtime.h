@@ -4,11 +4,24 @@
 
 #include "hybridgen/runtime/cuda/driver_api.h"
 #include "hybridgen/runtime/status.h"
+#include "hybridgen/runtime/tier_memory.h"
 
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 
 namespace hybridgen::rt::cuda {
+
+//===----------------------------------------------------------------------===//
+// The HBM tier in device memory (device_tier.cpp)
+//===----------------------------------------------------------------------===//
+
+/// Device memory for the HBM tier |tier| (onDevice) on the process device; its attachArray fails
+/// when no device is usable.
+std::unique_ptr<TierMemory> makeDeviceTierMemory(const TierInfo &tier);
+/// cuMemHostRegister on the process device (page-locks [p, p + bytes) for DMA).
+Status pinHostRange(void *p, size_t bytes);
+void unpinHostRange(void *p);
 
 //===----------------------------------------------------------------------===//
 // Device aliases of host arrays
