@@ -224,3 +224,51 @@ TEST_F(CudaPool, DeviceAllocationFailureIsAStatusNotACrash) {
 
 } // namespace
 } // namespace hybridgen::rt::test
+
+namespace hybridgen::rt::test {
+namespace {
+
+// hgrt_gpu_check_batch: what a GPU partial would read is checked against the table and the pool.
+TEST_F(CudaPool, GpuBatchCheckRefusesWhatAKernelMustNotRead) {
+  useFake();
+  Topology topo = makeTopology(deviceTiers());
+  auto pool = makePool(topo);
+  ASSERT_TRUE(pool);
+  std::vector<uint32_t> k, v;
+  int64_t a = pool->createSequence(), b = pool->createSequence();
+  makeTokens(pool->layout(), 2, 1, 0, 40, k, v);
+  ASSERT_TRUE(pool->append(a, 40, k.data(), v.data()).isOk());
+  ASSERT_TRUE(pool->append(b, 20, k.data(), v.data()).isOk());
+  ASSERT_TRUE(pool->migrateBlock(a, 0, 1).isOk()); // a's first block on the host
+  std::vector<int64_t> seqs = {a, b};
+  int32_t maxBlocks = pool->maxBlocksInUse(seqs);
+  std::vector<int32_t> table(2 * size_t(maxBlocks)), lens(2);
+  ASSERT_TRUE(pool->fillBatch(seqs, maxBlocks, table.data(), lens.data()).isOk());
+
+  // Without a pool installed only the table itself is checked.
+  EXPECT_EQ(hgrt_gpu_check_batch(table.data(), lens.data(), 2, maxBlocks, 16, 0), 1);
+  auto ctx = std::make_shared<SchedulerContext>(SchedulerConfig{}, pool.get());
+  installContext(ctx);
+  testing::internal::CaptureStderr();
+  EXPECT_EQ(hgrt_gpu_check_batch(table.data(), lens.data(), 2, maxBlocks, 16, 16), 1); // GPU from token 16
+  EXPECT_EQ(hgrt_gpu_check_batch(table.data(), lens.data(), 2, maxBlocks, 16, 0), 0);  // a's block 0: host
+  EXPECT_EQ(hgrt_gpu_check_batch(table.data(), lens.data(), 2, maxBlocks, 32, 16), 0); // wrong block size
+  std::vector<int32_t> longLens = {40, 49};                                          // > 3 blocks of 16
+  EXPECT_EQ(hgrt_gpu_check_batch(table.data(), longLens.data(), 2, maxBlocks, 16, 16), 0);
+  std::vector<int32_t> badTable = table;
+  badTable[size_t(maxBlocks) + 1] = pool->numBlocks() + 5; // b's second block: no such id
+  EXPECT_EQ(hgrt_gpu_check_batch(badTable.data(), lens.data(), 2, maxBlocks, 16, 16), 0);
+  badTable[size_t(maxBlocks) + 1] = -1; // an unused entry inside the length
+  EXPECT_EQ(hgrt_gpu_check_batch(badTable.data(), lens.data(), 2, maxBlocks, 16, 16), 0);
+  EXPECT_EQ(hgrt_gpu_check_batch(table.data(), lens.data(), 0, maxBlocks, 16, 16), 0);
+  EXPECT_EQ(hgrt_gpu_check_batch(nullptr, lens.data(), 2, maxBlocks, 16, 16), 0);
+  EXPECT_EQ(hgrt_gpu_check_batch(table.data(), lens.data(), 2, maxBlocks, 16, -1), 0);
+  std::string err = testing::internal::GetCapturedStderr();
+  EXPECT_NE(err.find("is not in device memory but in tier 'dram'"), std::string::npos) << err;
+  EXPECT_NE(err.find("has length 49, the table holds 48 tokens"), std::string::npos) << err;
+  EXPECT_NE(err.find("outside the pool"), std::string::npos) << err;
+  uninstallContext();
+}
+
+} // namespace
+} // namespace hybridgen::rt::test

@@ -31,6 +31,12 @@ int32_t hgrt_gpu_available(void);
    array base, block b of the HBM tier is at alias + b * block_bytes. NULL when |host_ptr| lies in
    no registered array (no GPU, or a pool without a device HBM tier). */
 void *hgrt_gpu_alias(const void *host_ptr);
+/* 1 when a GPU partial over tokens [split, lens[i]) of a batch may be launched: sizes positive,
+   every length within the int32 [batch][max_blocks] table, every block of those tokens a valid
+   id, and (with a pool installed) block_size the pool's and every such block in device memory.
+   0 otherwise, with one line on stderr saying what is wrong; the caller then must not launch. */
+int32_t hgrt_gpu_check_batch(const int32_t *block_table, const int32_t *lens, int64_t batch,
+                             int64_t max_blocks, int64_t block_size, int64_t split);
 
 #ifdef __cplusplus
 }

@@ -10,6 +10,10 @@
 #include <cstdint>
 #include <memory>
 
+namespace hybridgen::rt {
+class KvPool;
+}
+
 namespace hybridgen::rt::cuda {
 
 //===----------------------------------------------------------------------===//
@@ -55,5 +59,16 @@ void gpuTimerAfterLaunch(CUstream stream);
 double gpuTimerCollect(int64_t segment);
 /// Drops every timer (their events belong to the device being reset). Tests only.
 void resetGpuTimersForTesting();
+
+//===----------------------------------------------------------------------===//
+// Batch checks before a GPU launch (batch_check.cpp)
+//===----------------------------------------------------------------------===//
+
+/// What a GPU partial over tokens [split, lens[i]) of each sequence i will read, checked before
+/// anything is launched: batch and table sizes positive, 0 <= lens[i] <= maxBlocks * blockSize,
+/// every block of those tokens a valid id; with |pool|, also blockSize equal to the pool's and
+/// every such block in a tier that lives on the device (kernels index the HBM alias only).
+Status checkGpuBatch(const KvPool *pool, const int32_t *blockTable, const int32_t *lens, int64_t batch,
+                     int64_t maxBlocks, int64_t blockSize, int64_t split);
 
 } // namespace hybridgen::rt::cuda
