@@ -75,8 +75,10 @@ TEST_F(Mgpu, LoadsLaunchesAndRefusesBadLaunchesBeforeTheDriver) {
   CUstream s = mgpuStreamCreate();
   ASSERT_NE(s, nullptr);
   long before = fakeCounter("launches");
+  uint64_t counted = launchCount();
   mgpuLaunchKernel(f, 132, 8, 1, 256, 1, 1, 4096, s, nullptr, nullptr, 0);
   EXPECT_EQ(fakeCounter("launches"), before + 1);
+  EXPECT_EQ(launchCount(), counted + 1);
   EXPECT_EQ(fakeCounter("grid_x"), 132);
   EXPECT_EQ(fakeCounter("block_x"), 256);
   EXPECT_EQ(fakeCounter("smem"), 4096);
@@ -89,6 +91,7 @@ TEST_F(Mgpu, LoadsLaunchesAndRefusesBadLaunchesBeforeTheDriver) {
   mgpuLaunchKernel(nullptr, 1, 1, 1, 32, 1, 1, 0, s, nullptr, nullptr, 0);         // no function
   std::string err = testing::internal::GetCapturedStderr();
   EXPECT_EQ(fakeCounter("launches"), before + 1) << "a refused launch reached the driver";
+  EXPECT_EQ(launchCount(), counted + 1);
   EXPECT_NE(err.find("refused launch"), std::string::npos) << err;
   EXPECT_NE(err.find("null function"), std::string::npos) << err;
 

@@ -2,6 +2,7 @@
 #include "hybridgen/runtime/cuda/gpu_runtime.h"
 #include "hybridgen/runtime/cuda/device.h"
 
+#include <atomic>
 #include <cstdio>
 #include <map>
 #include <mutex>
@@ -116,13 +117,6 @@ void gpuTimerBeforeLaunch(CUstream stream) {
   }
 }
 
-void gpuTimerAfterLaunch(CUstream stream) {
-  std::lock_guard<std::mutex> lock(gTimerMu);
-  for (auto &kv : gTimers)
-    if (kv.second.armed && kv.second.started)
-      report(gTimerDevice->check(gTimerDevice->api().cuEventRecord(kv.second.end, stream), "cuEventRecord"));
-}
-
 double gpuTimerCollect(int64_t segment) {
   std::lock_guard<std::mutex> lock(gTimerMu);
   auto it = gTimers.find(segment);
@@ -142,6 +136,20 @@ double gpuTimerCollect(int64_t segment) {
   }
   return double(ms) * 1e-3;
 }
+
+namespace {
+std::atomic<uint64_t> gLaunches{0};
+} // namespace
+
+void gpuTimerAfterLaunch(CUstream stream) {
+  ++gLaunches;
+  std::lock_guard<std::mutex> lock(gTimerMu);
+  for (auto &kv : gTimers)
+    if (kv.second.armed && kv.second.started)
+      report(gTimerDevice->check(gTimerDevice->api().cuEventRecord(kv.second.end, stream), "cuEventRecord"));
+}
+
+uint64_t launchCount() { return gLaunches.load(); }
 
 void resetGpuTimersForTesting() {
   std::lock_guard<std::mutex> lock(gTimerMu);

@@ -57,6 +57,9 @@ void gpuTimerAfterLaunch(CUstream stream);
 /// Waits for the segment's end event and returns the span in seconds; < 0 when the segment launched
 /// nothing since gpuTimerBegin (then the host-measured time stands). Clears the pending state.
 double gpuTimerCollect(int64_t segment);
+/// Kernels launched through mgpuLaunchKernel by this process (the device check uses it to tell
+/// a real GPU run from the CPU fallback).
+uint64_t launchCount();
 /// Drops every timer (their events belong to the device being reset). Tests only.
 void resetGpuTimersForTesting();
 
