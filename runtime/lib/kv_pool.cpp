@@ -53,12 +53,8 @@ Status KvPool::init() {
     tierFirst_.push_back(next);
     tierCount_.push_back(cap);
     next += cap;
+    mem_.push_back(makeTierMemory(topo_.tiers()[size_t(t)]));
   }
-  bool anyDevice = false;
-  for (const TierInfo &tier : topo_.tiers())
-    anyDevice = anyDevice || tier.onDevice;
-  for (const TierInfo &tier : topo_.tiers())
-    mem_.push_back(makeTierMemory(tier, anyDevice && cfg_.pinHostTiers));
   totalBlocks_ = next;
   if (std::accumulate(tierCount_.begin(), tierCount_.end(), int64_t(0)) == 0)
     return invalidArgument("pool: no tier has room for a single block (" + std::to_string(perBlock) +
@@ -85,9 +81,13 @@ Status KvPool::init() {
           return s;
       }
       // Every tier sees every array (also with no blocks), so array indices agree across tiers.
+      // With a device tier, host tiers are pinned so migrations to and from it are DMA.
+      bool pin = false;
+      for (const TierInfo &tier : topo_.tiers())
+        pin = pin || (tier.onDevice && cfg_.pinHostTiers);
       for (int32_t t = 0; t < nt; ++t) {
         size_t begin = size_t(tierFirst_[size_t(t)]) * bb, bytes = size_t(tierCount_[size_t(t)]) * bb;
-        if (Status s = mem_[size_t(t)]->attachArray(p, mapBytes_, begin, bytes); !s)
+        if (Status s = mem_[size_t(t)]->attachArray(p, mapBytes_, begin, bytes, pin); !s)
           return s;
       }
     }

@@ -16,7 +16,7 @@ namespace {
 
 class NumaTierMemory final : public TierMemory {
 public:
-  NumaTierMemory(int32_t node, bool pin) : node_(node), pin_(pin) {}
+  explicit NumaTierMemory(int32_t node) : node_(node) {}
   ~NumaTierMemory() override {
     for (void *p : pinned_)
       cuda::unpinHostRange(p);
@@ -33,10 +33,12 @@ public:
                          std::strerror(errno));
     return Status::ok();
   }
-  std::string label() const override { return "numa:" + std::to_string(node_) + (pin_ ? "(pinned)" : ""); }
+  std::string label() const override {
+    return "numa:" + std::to_string(node_) + (pinned_.empty() ? "" : "(pinned)");
+  }
   // With a device tier in the pool, migrations to and from HBM are DMA from these pages.
-  Status attachArray(void *hostArray, size_t, size_t firstByte, size_t bytes) override {
-    if (!pin_ || bytes == 0)
+  Status attachArray(void *hostArray, size_t, size_t firstByte, size_t bytes, bool pinForDevice) override {
+    if (!pinForDevice || bytes == 0)
       return Status::ok();
     void *p = static_cast<char *>(hostArray) + firstByte;
     if (Status s = cuda::pinHostRange(p, bytes); !s)
@@ -47,7 +49,6 @@ public:
 
 private:
   int32_t node_;
-  bool pin_;
   std::vector<void *> pinned_;
 };
 
@@ -70,12 +71,12 @@ Status TierMemory::copyWithinDevice(size_t, size_t, size_t) const {
   return invalidArgument("tier memory " + label() + " is not on a device");
 }
 
-std::unique_ptr<TierMemory> makeTierMemory(const TierInfo &tier, bool pinForDevice) {
+std::unique_ptr<TierMemory> makeTierMemory(const TierInfo &tier) {
   if (tier.kind == TierKind::kHbm && tier.onDevice)
     return cuda::makeDeviceTierMemory(tier);
   if (tier.kind == TierKind::kHbm)
     return std::make_unique<EmulatedHbmMemory>();
-  return std::make_unique<NumaTierMemory>(tier.numaNode, pinForDevice);
+  return std::make_unique<NumaTierMemory>(tier.numaNode);
 }
 
 } // namespace hybridgen::rt

@@ -76,7 +76,7 @@ public:
     return dev_ ? "cuda:" + std::to_string(dev_->info().ordinal) + " " + dev_->info().name : "cuda:none";
   }
 
-  Status attachArray(void *hostArray, size_t arrayBytes, size_t firstByte, size_t bytes) override {
+  Status attachArray(void *hostArray, size_t arrayBytes, size_t firstByte, size_t bytes, bool) override {
     if (!dev_)
       return systemError("tier '" + tierName_ + "' wants device memory but no CUDA device is usable");
     if (Status s = dev_->makeCurrent(); !s)

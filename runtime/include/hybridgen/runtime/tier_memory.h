@@ -26,9 +26,11 @@ public:
 
   /// Called once per pool array (layer 0 K, layer 0 V, layer 1 K, ...) after bindHostRange:
   /// [firstByte, firstByte + bytes) is this tier's range of the array at |hostArray|. Host tiers
-  /// pin it for DMA when the pool has a device tier; a device tier allocates its device twin.
-  virtual Status attachArray(void *hostArray, size_t arrayBytes, size_t firstByte, size_t bytes) {
-    (void)hostArray, (void)arrayBytes, (void)firstByte, (void)bytes;
+  /// pin it for DMA when |pinForDevice| (the pool has a device tier); a device tier allocates its
+  /// device twin.
+  virtual Status attachArray(void *hostArray, size_t arrayBytes, size_t firstByte, size_t bytes,
+                             bool pinForDevice) {
+    (void)hostArray, (void)arrayBytes, (void)firstByte, (void)bytes, (void)pinForDevice;
     return Status::ok();
   }
 
@@ -52,8 +54,8 @@ public:
   virtual Status copyWithinDevice(size_t dstOffset, size_t srcOffset, size_t bytes) const;
 };
 
-/// NUMA-bound host memory for DRAM/far tiers (pinned for DMA when |pinForDevice|), CUDA device
-/// memory for an HBM tier that is `onDevice`, and host memory labelled emulated for other HBM.
-std::unique_ptr<TierMemory> makeTierMemory(const TierInfo &tier, bool pinForDevice = false);
+/// NUMA-bound host memory for DRAM/far tiers, CUDA device memory for an HBM tier that is
+/// `onDevice`, and host memory labelled emulated for other HBM.
+std::unique_ptr<TierMemory> makeTierMemory(const TierInfo &tier);
 
 } // namespace hybridgen::rt
