@@ -120,19 +120,49 @@ struct LowerAttentionToGPUPass
     return k;
   }
 
+  /// The host address of |buffer|'s first element as an !llvm.ptr.
+  Value hostPointer(ImplicitLocOpBuilder &b, Value buffer) {
+    auto ptrType = LLVM::LLVMPointerType::get(b.getContext());
+    auto meta = memref::ExtractStridedMetadataOp::create(b, buffer);
+    Value base = memref::ExtractAlignedPointerAsIndexOp::create(b, buffer);
+    Type elt = cast<MemRefType>(buffer.getType()).getElementType();
+    Emitter e{b};
+    Value addr = e.addi(base, e.muli(meta.getOffset(), e.idx(elt.getIntOrFloatBitWidth() / 8)));
+    return LLVM::IntToPtrOp::create(
+        b, ptrType, arith::IndexCastOp::create(b, b.getI64Type(), addr).getResult());
+  }
+
   /// The device address the runtime gives host pool |pool| (0 when it has none), as i64.
   Value deviceAlias(ImplicitLocOpBuilder &b, ModuleOp module, Value pool) {
     auto ptrType = LLVM::LLVMPointerType::get(b.getContext());
     func::FuncOp alias = declareExternal(module, "hgrt_gpu_alias", {ptrType}, {ptrType});
-    auto meta = memref::ExtractStridedMetadataOp::create(b, pool);
-    Value base = memref::ExtractAlignedPointerAsIndexOp::create(b, pool);
-    int64_t elt = cast<MemRefType>(pool.getType()).getElementType().isF32() ? 4 : 2;
-    Emitter e{b};
-    Value addr = e.addi(base, e.muli(meta.getOffset(), e.idx(elt)));
-    Value hostPtr = LLVM::IntToPtrOp::create(
-        b, ptrType, arith::IndexCastOp::create(b, b.getI64Type(), addr).getResult());
-    Value devPtr = func::CallOp::create(b, alias, ValueRange{hostPtr}).getResult(0);
+    Value devPtr = func::CallOp::create(b, alias, ValueRange{hostPointer(b, pool)}).getResult(0);
     return LLVM::PtrToIntOp::create(b, b.getI64Type(), devPtr);
+  }
+
+  /// hgrt_gpu_check_batch(table, lens, batch, max_blocks, block_size, begin) != 0: the runtime
+  /// refuses lengths beyond the table and block ids outside the pool (or not on the device)
+  /// before anything is launched; the CPU path then runs, which clamps to the table itself.
+  Value batchChecked(ImplicitLocOpBuilder &b, ModuleOp module, PartialAttentionOp op,
+                     const GpuKernelConfig &c) {
+    auto ptrType = LLVM::LLVMPointerType::get(b.getContext());
+    Type i64 = b.getI64Type();
+    func::FuncOp check = declareExternal(module, "hgrt_gpu_check_batch",
+                                         {ptrType, ptrType, i64, i64, i64, i64}, {b.getI32Type()});
+    auto toI64 = [&](Value index) {
+      return arith::IndexCastOp::create(b, i64, index).getResult();
+    };
+    Value batch = memref::DimOp::create(b, op.getSeqLens(), 0);
+    Value maxBlocks = memref::DimOp::create(b, op.getBlockTable(), 1);
+    Value ok = func::CallOp::create(
+                   b, check,
+                   ValueRange{hostPointer(b, op.getBlockTable()), hostPointer(b, op.getSeqLens()),
+                              toI64(batch), toI64(maxBlocks),
+                              arith::ConstantIntOp::create(b, c.blockSize, 64),
+                              toI64(op.getBegin())})
+                   .getResult(0);
+    return arith::CmpIOp::create(b, arith::CmpIPredicate::ne, ok,
+                                 arith::ConstantIntOp::create(b, 0, 32));
   }
 
   /// Writes the empty partial (m = -inf, l = 0, o = 0) into |op|'s outputs on the host.
@@ -171,6 +201,16 @@ struct LowerAttentionToGPUPass
                               arith::ConstantIntOp::create(b, 0, 32)),
         arith::AndIOp::create(b, e.cmpi(arith::CmpIPredicate::ne, kAddr, zero64),
                               e.cmpi(arith::CmpIPredicate::ne, vAddr, zero64)));
+    // Only asked when the GPU is there (it would print a reason for a batch the CPU runs).
+    auto checked = scf::IfOp::create(b, TypeRange{b.getI1Type()}, usable, /*withElse=*/true);
+    {
+      OpBuilder::InsertionGuard guard(b);
+      b.setInsertionPointToStart(checked.thenBlock());
+      scf::YieldOp::create(b, batchChecked(b, module, op, *config));
+      b.setInsertionPointToStart(checked.elseBlock());
+      scf::YieldOp::create(b, usable);
+    }
+    usable = checked.getResult(0);
 
     auto segment = op->getParentOfType<SegmentOp>();
     auto deviceMark = [&](StringRef fnName) {
