@@ -2,8 +2,8 @@
 //
 // Everything goes on one stream, in order, each op depending on the previous one's token only
 // (gpu-to-llvm cannot lower a launch with several dependencies): device buffers, q / block table
-// / lengths to the device, the partial and combine kernels, (o, m, l) back to the host buffers,
-// device buffers freed. The caller waits on the returned token, after its own CPU work.
+// / lengths to the device, the partial and combine kernels; then, after the caller's CPU work,
+// (o, m, l) back to the host buffers and the device buffers freed, and the caller waits.
 //
 //===----------------------------------------------------------------------===//
 #include "GPUCodegen.h"
@@ -61,10 +61,10 @@ Value castTo(ImplicitLocOpBuilder &b, Value v, Type type) {
 
 } // namespace
 
-Value gpu_lowering::emitDeviceLaunch(ImplicitLocOpBuilder &b, PartialAttentionOp op,
-                                     const GpuKernelConfig &c, const GpuKernels &kernels,
-                                     Value kAddr, Value vAddr, int64_t smCount,
-                                     int64_t minChunkTokens) {
+DeviceLaunch gpu_lowering::emitDeviceLaunch(ImplicitLocOpBuilder &b, PartialAttentionOp op,
+                                            const GpuKernelConfig &c, const GpuKernels &kernels,
+                                            Value kAddr, Value vAddr, int64_t smCount,
+                                            int64_t minChunkTokens) {
   Emitter e{b};
   Value begin = op.getBegin();
   // No end means len; larger bounds are clamped to len in the kernel.
@@ -117,11 +117,24 @@ Value gpu_lowering::emitDeviceLaunch(ImplicitLocOpBuilder &b, PartialAttentionOp
   st.launch(kernels.combine, {e.idx(c.qHeads), batch, e.idx(1)},
             {e.idx(kCombineThreads), e.idx(1), e.idx(1)}, cArgs);
 
-  // Only the normalized partial crosses back.
-  st.copy(op.getO(), od);
-  st.copy(op.getM(), md);
-  st.copy(op.getL(), ld);
-  for (Value buffer : {qd, tableD, lensD, od, md, ld, so, sm, sl})
+  DeviceLaunch launch;
+  launch.token = st.token;
+  launch.o = od;
+  launch.m = md;
+  launch.l = ld;
+  launch.buffers = {qd, tableD, lensD, od, md, ld, so, sm, sl};
+  return launch;
+}
+
+Value gpu_lowering::emitDeviceFinish(ImplicitLocOpBuilder &b, PartialAttentionOp op,
+                                     const DeviceLaunch &launch) {
+  StreamBuilder st{b, launch.token};
+  // Only the normalized partial crosses back. A copy into pageable host memory returns only
+  // when it is done, and cuMemFree waits for the device: both come after the host's own work.
+  st.copy(op.getO(), launch.o);
+  st.copy(op.getM(), launch.m);
+  st.copy(op.getL(), launch.l);
+  for (Value buffer : launch.buffers)
     st.free(buffer);
   return st.token;
 }

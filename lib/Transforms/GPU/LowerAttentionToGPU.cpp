@@ -227,10 +227,12 @@ struct LowerAttentionToGPUPass
       OpBuilder::InsertionGuard guard(b);
       b.setInsertionPoint(ifOp.thenBlock()->getTerminator());
       deviceMark("hgrt_device_begin");
-      Value token = emitDeviceLaunch(b, op, *config, k, kAddr, vAddr, smCount, minChunkTokens);
+      DeviceLaunch launch =
+          emitDeviceLaunch(b, op, *config, k, kAddr, vAddr, smCount, minChunkTokens);
       // The host's share runs while the kernels do.
       if (partner)
         partner->moveBefore(b.getInsertionBlock(), b.getInsertionPoint());
+      Value token = emitDeviceFinish(b, op, launch);
       gpu::WaitOp::create(b, Type(), ValueRange{token});
       deviceMark("hgrt_device_end");
 
