@@ -65,6 +65,16 @@ TEST_F(HybridAot, EmbedsKernelsAndNeedsNoMLIROrCuda) {
   // through the runtime's mgpu* ABI.
   std::string syms = run("nm '" + soPath + "'");
   EXPECT_NE(syms.find("hg_gpu_kernels_binary"), std::string::npos) << syms;
+  // The loader is a constructor in .init_array (a legacy .ctors section is never run by lld's
+  // output, and the kernels would then never load).
+  EXPECT_EQ(run("readelf -SW '" + soPath + "'").find(".ctors"), std::string::npos);
+  std::string loader = run("nm '" + soPath + "' | awk '/ hg_gpu_kernels_load$/ { print $1 }'");
+  loader = loader.substr(loader.find_first_not_of('0'));
+  loader = loader.substr(0, loader.find_first_of(" \n"));
+  ASSERT_FALSE(loader.empty()) << syms;
+  std::string relocs = run("readelf -rW '" + soPath + "'");
+  EXPECT_NE(relocs.find(loader), std::string::npos)
+      << "no relocation (.init_array entry) points at hg_gpu_kernels_load " << loader;
   std::string undefined = run("nm -D --undefined-only '" + soPath + "'");
   for (const char *fn : {"mgpuModuleLoad", "mgpuLaunchKernel", "mgpuStreamSynchronize",
                          "hgrt_gpu_available", "hgrt_gpu_alias", "hgrt_gpu_check_batch"})

@@ -87,9 +87,15 @@ struct DeviceLaunch {
 /// Emits, at |b|, the asynchronous device part of |op| on one new stream: device buffers,
 /// host-to-device copies of q, the block table and the lengths, and the two launches. |kAddr| and
 /// |vAddr| are the pools' device addresses (i64). Nothing here waits for the device.
+/// |maxSpan| is emitMaxSpan's value (positive: the caller skips the device for empty ranges).
 DeviceLaunch emitDeviceLaunch(ImplicitLocOpBuilder &b, PartialAttentionOp op,
                               const GpuKernelConfig &c, const GpuKernels &kernels, Value kAddr,
-                              Value vAddr, int64_t smCount, int64_t minChunkTokens);
+                              Value vAddr, Value maxSpan, int64_t smCount, int64_t minChunkTokens);
+/// The longest clamped token range of |op| over the batch, from the host's lengths (0: every
+/// range empty, nothing to launch).
+Value emitMaxSpan(ImplicitLocOpBuilder &b, PartialAttentionOp op, const GpuKernelConfig &c);
+/// |op|'s end bound as an index (a huge constant for `len`: the kernels clamp to len).
+Value partialEnd(ImplicitLocOpBuilder &b, PartialAttentionOp op);
 /// Emits the end of |launch|'s stream: (o, m, l) copied into |op|'s host buffers and the device
 /// buffers freed (both block the host until the kernels are done, so this goes after the CPU
 /// work). Returns the token to wait on.

@@ -11,13 +11,16 @@
 // CHECK: %[[KA:.*]] = llvm.ptrtoint %[[KP]] : !llvm.ptr to i64
 // CHECK: %[[VP:.*]] = call @hgrt_gpu_alias(%{{.*}}) : (!llvm.ptr) -> !llvm.ptr
 // CHECK: %[[VA:.*]] = llvm.ptrtoint %[[VP]] : !llvm.ptr to i64
+// The longest range of the batch: with no token on the GPU side nothing is launched.
+// CHECK: %[[SPAN:.*]] = scf.for
+// CHECK: arith.cmpi sgt, %[[SPAN]], %c0
 // With a GPU, the runtime checks the table and lengths (from the split point on) before launch.
 // CHECK: %[[OK:.*]] = scf.if %{{.*}} -> (i1) {
 // CHECK: %[[CHK:.*]] = func.call @hgrt_gpu_check_batch(%{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %c16_i64, %{{.*}}) : (!llvm.ptr, !llvm.ptr, i64, i64, i64, i64) -> i32
 // CHECK: scf.if %[[OK]] {
 // The chunk count: ceil(sm-count * 4 / (batch * kv_heads)) capped by the longest range / 256.
-// CHECK: %[[SPAN:.*]] = scf.for
 // CHECK: arith.constant 528 : index
+// CHECK: arith.addi %[[SPAN]], %c255
 // CHECK: %[[T0:.*]] = gpu.wait async
 // CHECK: %[[QD:.*]], %{{.*}} = gpu.alloc async [%[[T0]]] () : memref<2x8x64xf32>
 // CHECK: gpu.memcpy async [%{{.*}}] %[[QD]], %[[Q]] : memref<2x8x64xf32>, memref<2x8x64xf32>
