@@ -105,3 +105,28 @@ TEST_F(HybridAot, CpuFallbackMatchesReferenceAtEverySplit) {
   }
   clearRuntimeSplit();
 }
+
+TEST_F(HybridAot, JitFallbackMatchesReference) {
+  // The same module JIT-compiled with the kernels: the ExecutionEngine runs the module loader
+  // and resolves the mgpu* ABI from the runtime it loads.
+  hybridgen::driver::CompileOptions opts;
+  opts.gpuKernels = true;
+  auto jit = hybridgen::driver::JitModule::compile(hybridgen::driver::buildAttentionModule(spec),
+                                                   opts);
+  Shape s;
+  s.qHeads = spec.qHeads;
+  s.kvHeads = spec.kvHeads;
+  s.headDim = spec.headDim;
+  s.blockSize = spec.blockSize;
+  s.kvType = DType::bf16;
+  std::mt19937_64 rng(testSeed() + 41);
+  Problem p = makeProblem(s, {300, 33}, rng);
+  std::vector<double> want = referenceAttention(p);
+  for (int64_t split : {int64_t(0), int64_t(100), int64_t(1) << 40}) {
+    setRuntimeSplit(split);
+    std::fill(p.out.begin(), p.out.end(), -1.0f);
+    jit->call("hg_attention", p.args());
+    EXPECT_LE(relativeError(p.out, want), 1e-2) << "split " << split;
+  }
+  clearRuntimeSplit();
+}
