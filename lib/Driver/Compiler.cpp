@@ -112,6 +112,17 @@ void buildPipeline(OpPassManager &pm, const CompileOptions &options, bool aot) {
   opts.aot = aot;
   opts.targetCpu = options.targetCpu;
   opts.targetFeatures = options.targetFeatures;
+  if (options.gpuKernels) {
+    mlir::hybridgen::HybridPipelineOptions hybrid;
+    hybrid.cpu = opts;
+    hybrid.cpu.allDevices = false;
+    hybrid.gpu.chip = options.gpuChip;
+    hybrid.gpu.features = options.gpuFeatures;
+    hybrid.gpu.format = options.gpuFormat;
+    hybrid.gpu.toolkit = options.cudaToolkit;
+    mlir::hybridgen::buildHybridPipeline(pm, hybrid);
+    return;
+  }
   mlir::hybridgen::buildCPUPipeline(pm, opts);
 }
 
@@ -178,6 +189,10 @@ std::unique_ptr<llvm::TargetMachine> createTargetMachine(const std::string &cpu,
     featureList = llvm::join(list, ",");
   }
   llvm::TargetOptions targetOptions;
+  // Constructors in .init_array, as the platform ABI has them: lld keeps a legacy .ctors
+  // section as is and nothing runs it, so the GPU module's loader (a global constructor that
+  // calls mgpuModuleLoad) would never run in an AOT library.
+  targetOptions.UseInitArray = true;
   std::unique_ptr<llvm::TargetMachine> tm(target->createTargetMachine(
       triple, cpuName, featureList, targetOptions, llvm::Reloc::PIC_, std::nullopt,
       llvm::CodeGenOptLevel::Aggressive));

@@ -80,6 +80,16 @@ Status KvPool::init() {
         if (!s)
           return s;
       }
+      // Every tier sees every array (also with no blocks), so array indices agree across tiers.
+      // With a device tier, host tiers are pinned so migrations to and from it are DMA.
+      bool pin = false;
+      for (const TierInfo &tier : topo_.tiers())
+        pin = pin || (tier.onDevice && cfg_.pinHostTiers);
+      for (int32_t t = 0; t < nt; ++t) {
+        size_t begin = size_t(tierFirst_[size_t(t)]) * bb, bytes = size_t(tierCount_[size_t(t)]) * bb;
+        if (Status s = mem_[size_t(t)]->attachArray(p, mapBytes_, begin, bytes, pin); !s)
+          return s;
+      }
     }
   }
   free_.resize(size_t(nt));
@@ -97,6 +107,7 @@ Status KvPool::init() {
 }
 
 KvPool::~KvPool() {
+  mem_.clear(); // unpin and free device twins while the host mappings still exist
   for (void *p : kArrays_)
     munmap(p, mapBytes_);
   for (void *p : vArrays_)
@@ -149,14 +160,43 @@ void KvPool::releaseBlock(int32_t block) {
   free_[size_t(tierOfBlock(block))].push_back(block);
 }
 
-void KvPool::copyBlock(int32_t dst, int32_t src) {
+Status KvPool::copyBlock(int32_t dst, int32_t src) {
   const size_t bb = cfg_.layout.blockBytes();
+  const TierMemory *dm = deviceMemoryOf(dst), *sm = deviceMemoryOf(src);
+  if (dm && dm == sm)
+    return dm->copyWithinDevice(size_t(dst) * bb, size_t(src) * bb, bb);
+  if (dm && sm) // two device tiers: through a host bounce (not a configuration hybridgen makes)
+    return invalidArgument("pool: migration between two device tiers is not supported");
+  if (dm || sm) {
+    // Host side is the pool's (pinned) mapping: straight DMA, no staging.
+    std::vector<TierMemory::Copy> copies;
+    int32_t hostBlock = dm ? src : dst, devBlock = dm ? dst : src;
+    for (int32_t layer = 0; layer < cfg_.numLayers; ++layer)
+      for (int32_t kv = 0; kv < 2; ++kv) {
+        char *base = static_cast<char *>((kv ? vArrays_ : kArrays_)[size_t(layer)]);
+        copies.push_back({2 * layer + kv, size_t(devBlock) * bb, base + size_t(hostBlock) * bb, bb});
+      }
+    return dm ? dm->copyToDevice(copies, /*staged=*/false) : sm->copyFromDevice(copies, /*staged=*/false);
+  }
   for (int32_t layer = 0; layer < cfg_.numLayers; ++layer) {
     char *k = static_cast<char *>(kArrays_[size_t(layer)]);
     char *v = static_cast<char *>(vArrays_[size_t(layer)]);
     std::memcpy(k + size_t(dst) * bb, k + size_t(src) * bb, bb);
     std::memcpy(v + size_t(dst) * bb, v + size_t(src) * bb, bb);
   }
+  return Status::ok();
+}
+
+const TierMemory *KvPool::deviceMemoryOf(int32_t block) const {
+  int32_t t = tierOfBlock(block);
+  return t >= 0 && mem_[size_t(t)]->onDevice() ? mem_[size_t(t)].get() : nullptr;
+}
+
+Status KvPool::flushDeviceRows(const TierMemory *mem, const std::vector<TierMemory::Copy> &copies,
+                               bool toDevice) const {
+  if (!mem || copies.empty())
+    return Status::ok();
+  return toDevice ? mem->copyToDevice(copies, /*staged=*/true) : mem->copyFromDevice(copies, /*staged=*/true);
 }
 
 } // namespace hybridgen::rt

@@ -96,17 +96,28 @@ Status KvPool::writeTokens(int64_t seq, int32_t layer, int64_t pos, int64_t n, c
   char *kd = static_cast<char *>(kArrays_[size_t(layer)]);
   char *vd = static_cast<char *>(vArrays_[size_t(layer)]);
   const char *ks = static_cast<const char *>(k), *vs = static_cast<const char *>(v);
-  for (int64_t i = 0; i < n; ++i) {
-    int64_t t = pos + i;
-    int32_t b = (**blocks)[size_t(t / L.blockSize)];
-    int32_t r = int32_t(t % L.blockSize);
-    for (int32_t h = 0; h < L.kvHeads; ++h) {
+  // Rows of blocks in device memory are collected (head-major, so a block's rows merge into one
+  // DMA per head) and copied once at the end.
+  const TierMemory *dev = nullptr;
+  std::vector<TierMemory::Copy> devRows, devV;
+  for (int32_t h = 0; h < L.kvHeads; ++h) {
+    for (int64_t i = 0; i < n; ++i) {
+      int64_t t = pos + i;
+      int32_t b = (**blocks)[size_t(t / L.blockSize)];
+      int32_t r = int32_t(t % L.blockSize);
       size_t src = (size_t(i) * L.kvHeads + h) * row;
+      if (const TierMemory *m = deviceMemoryOf(b)) {
+        dev = m;
+        devRows.push_back({2 * layer, L.byteOffset(b, h, r), const_cast<char *>(ks + src), row});
+        devV.push_back({2 * layer + 1, L.byteOffset(b, h, r), const_cast<char *>(vs + src), row});
+        continue;
+      }
       std::memcpy(kd + L.byteOffset(b, h, r), ks + src, row);
       std::memcpy(vd + L.byteOffset(b, h, r), vs + src, row);
     }
   }
-  return Status::ok();
+  devRows.insert(devRows.end(), devV.begin(), devV.end()); // K rows, then V rows: each merges
+  return flushDeviceRows(dev, devRows, /*toDevice=*/true);
 }
 
 Status KvPool::readTokens(int64_t seq, int32_t layer, int64_t pos, int64_t n, void *k, void *v) const {
@@ -118,17 +129,26 @@ Status KvPool::readTokens(int64_t seq, int32_t layer, int64_t pos, int64_t n, vo
   const char *kd = static_cast<const char *>(kArrays_[size_t(layer)]);
   const char *vd = static_cast<const char *>(vArrays_[size_t(layer)]);
   char *ko = static_cast<char *>(k), *vo = static_cast<char *>(v);
-  for (int64_t i = 0; i < n; ++i) {
-    int64_t t = pos + i;
-    int32_t b = (**blocks)[size_t(t / L.blockSize)];
-    int32_t r = int32_t(t % L.blockSize);
-    for (int32_t h = 0; h < L.kvHeads; ++h) {
+  const TierMemory *dev = nullptr;
+  std::vector<TierMemory::Copy> devRows, devV;
+  for (int32_t h = 0; h < L.kvHeads; ++h) {
+    for (int64_t i = 0; i < n; ++i) {
+      int64_t t = pos + i;
+      int32_t b = (**blocks)[size_t(t / L.blockSize)];
+      int32_t r = int32_t(t % L.blockSize);
       size_t dst = (size_t(i) * L.kvHeads + h) * row;
+      if (const TierMemory *m = deviceMemoryOf(b)) {
+        dev = m;
+        devRows.push_back({2 * layer, L.byteOffset(b, h, r), ko + dst, row});
+        devV.push_back({2 * layer + 1, L.byteOffset(b, h, r), vo + dst, row});
+        continue;
+      }
       std::memcpy(ko + dst, kd + L.byteOffset(b, h, r), row);
       std::memcpy(vo + dst, vd + L.byteOffset(b, h, r), row);
     }
   }
-  return Status::ok();
+  devRows.insert(devRows.end(), devV.begin(), devV.end());
+  return flushDeviceRows(dev, devRows, /*toDevice=*/false);
 }
 
 Status KvPool::append(int64_t seq, int64_t n, const void *k, const void *v) {
@@ -162,7 +182,10 @@ Status KvPool::migrateBlock(int64_t seq, int64_t logical, int32_t tier) {
   int32_t dst = fl.back();
   fl.pop_back();
   // Copy first, repoint second: readers of the table see either the old or the new complete block.
-  copyBlock(dst, src);
+  if (Status s = copyBlock(dst, src); !s) {
+    fl.push_back(dst); // the table still names the intact source block
+    return s;
+  }
   owner_[size_t(dst)] = seq;
   logical_[size_t(dst)] = int32_t(logical);
   hits_[size_t(dst)] = hits_[size_t(src)];

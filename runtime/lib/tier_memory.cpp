@@ -1,5 +1,7 @@
-// TierMemory implementations: NUMA-bound host ranges (mbind) and emulated HBM.
+// TierMemory implementations: NUMA-bound host ranges (mbind, pinned for DMA with a GPU) and
+// emulated HBM. The CUDA device tier is in lib/cuda/device_tier.cpp.
 #include "hybridgen/runtime/tier_memory.h"
+#include "hybridgen/runtime/cuda/gpu_runtime.h"
 
 #include <numa.h>
 #include <numaif.h>
@@ -15,6 +17,10 @@ namespace {
 class NumaTierMemory final : public TierMemory {
 public:
   explicit NumaTierMemory(int32_t node) : node_(node) {}
+  ~NumaTierMemory() override {
+    for (void *p : pinned_)
+      cuda::unpinHostRange(p);
+  }
   bool hostAccessible() const override { return true; }
   Status bindHostRange(void *p, size_t bytes) const override {
     if (node_ < 0 || bytes == 0 || numa_available() < 0)
@@ -27,10 +33,23 @@ public:
                          std::strerror(errno));
     return Status::ok();
   }
-  std::string label() const override { return "numa:" + std::to_string(node_); }
+  std::string label() const override {
+    return "numa:" + std::to_string(node_) + (pinned_.empty() ? "" : "(pinned)");
+  }
+  // With a device tier in the pool, migrations to and from HBM are DMA from these pages.
+  Status attachArray(void *hostArray, size_t, size_t firstByte, size_t bytes, bool pinForDevice) override {
+    if (!pinForDevice || bytes == 0)
+      return Status::ok();
+    void *p = static_cast<char *>(hostArray) + firstByte;
+    if (Status s = cuda::pinHostRange(p, bytes); !s)
+      return s;
+    pinned_.push_back(p);
+    return Status::ok();
+  }
 
 private:
   int32_t node_;
+  std::vector<void *> pinned_;
 };
 
 class EmulatedHbmMemory final : public TierMemory {
@@ -42,9 +61,21 @@ public:
 
 } // namespace
 
+Status TierMemory::copyToDevice(const std::vector<Copy> &, bool) const {
+  return invalidArgument("tier memory " + label() + " is not on a device");
+}
+Status TierMemory::copyFromDevice(const std::vector<Copy> &, bool) const {
+  return invalidArgument("tier memory " + label() + " is not on a device");
+}
+Status TierMemory::copyWithinDevice(size_t, size_t, size_t) const {
+  return invalidArgument("tier memory " + label() + " is not on a device");
+}
+
 std::unique_ptr<TierMemory> makeTierMemory(const TierInfo &tier) {
+  if (tier.kind == TierKind::kHbm && tier.onDevice)
+    return cuda::makeDeviceTierMemory(tier);
   if (tier.kind == TierKind::kHbm)
-    return std::make_unique<EmulatedHbmMemory>(); // no CUDA backend in this build
+    return std::make_unique<EmulatedHbmMemory>();
   return std::make_unique<NumaTierMemory>(tier.numaNode);
 }
 

@@ -90,6 +90,11 @@ Result<Topology> Topology::fromTiers(std::vector<TierInfo> tiers, const Discover
       return invalidArgument("topology: a tier has no name");
     if (!names.insert(tier.name).second)
       return invalidArgument("topology: duplicate tier name '" + tier.name + "'");
+    // HBM is real device memory only when asked for and a CUDA device is usable; capacity may
+    // then come from the device.
+    if (tier.kind == TierKind::kHbm)
+      if (Status s = resolveHbmTier(tier); !s)
+        return s;
     if (tier.capacityBytes == 0)
       return invalidArgument("topology: tier '" + tier.name + "' has zero capacity");
     const NumaNodeInfo *node = nullptr;
@@ -99,9 +104,6 @@ Result<Topology> Topology::fromTiers(std::vector<TierInfo> tiers, const Discover
     if (tier.numaNode >= 0 && !node)
       return invalidArgument("topology: tier '" + tier.name + "' names NUMA node " +
                              std::to_string(tier.numaNode) + " which does not exist");
-    // No CUDA backend is built in: HBM is host memory standing in for the GPU.
-    if (tier.kind == TierKind::kHbm)
-      tier.emulated = true;
     // Real far memory has no CPUs; far memory on a CPU node can only be an emulation.
     if (tier.kind == TierKind::kFar && (tier.numaNode < 0 || (node && node->hasCpus)))
       tier.emulated = true;
@@ -170,7 +172,8 @@ std::string Topology::describe() const {
     const auto &t = tiers_[i];
     char line[256];
     std::snprintf(line, sizeof line, "tier %zu %-8s kind=%s%s node=%d reader=%d dist=%d cap=%.1fMiB read=%.1fGB/s (%s)\n",
-                  i, t.name.c_str(), tierKindName(t.kind), t.emulated ? " [emulated]" : "",
+                  i, t.name.c_str(), tierKindName(t.kind),
+                  t.emulated ? " [emulated]" : t.onDevice ? " [cuda]" : "",
                   t.numaNode, t.readerNode, t.distance, double(t.capacityBytes) / (1 << 20), t.readGBs,
                   bandwidthSourceName(t.bandwidthSource));
     os << line;

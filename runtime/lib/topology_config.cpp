@@ -77,6 +77,11 @@ Result<TierInfo> parseEntry(const std::string &entry) {
         return invalidArgument("tier config: bandwidth must be > 0");
       tier.readGBs = *n;
       tier.bandwidthSource = BandwidthSource::kConfig;
+    } else if (key == "device") {
+      std::string d = lower(val);
+      if (d != "cuda" && d != "host")
+        return invalidArgument("tier config: unknown device '" + val + "' (cuda|host)");
+      tier.wantsDevice = d == "cuda";
     } else if (key == "emulated") {
       tier.emulated = val == "1" || lower(val) == "true" || lower(val) == "yes";
     } else {

@@ -15,13 +15,28 @@ int64_t hgrt_split_point(int64_t segment_id);
 /* Bracket one run of a compiled segment; the end feeds the scheduler. */
 void hgrt_segment_begin(int64_t segment_id);
 void hgrt_segment_end(int64_t segment_id);
-/* Bracket one device's partial inside a segment (device 0 = cpu, 1 = gpu). */
+/* Bracket one device's partial inside a segment (device 0 = cpu, 1 = gpu). With a CUDA device,
+   the GPU bracket is also timed with CUDA events around the kernels launched inside it (on their
+   stream), and segment_end reports that span as the GPU time; the CPU side keeps wall time. */
 void hgrt_device_begin(int64_t segment_id, int32_t device);
 void hgrt_device_end(int64_t segment_id, int32_t device);
 /* 1 when compiled kernels may use AMX tiles: the CPU has AMX-BF16 and the OS granted this
    process the tile state (requested on the first call); 0 otherwise, or when the environment
    sets HYBRIDGEN_DISABLE_AMX to anything but 0. */
 int32_t hgrt_amx_available(void);
+/* 1 when a CUDA device and its context are usable (opened on the first call; without one, a
+   one-line notice goes to stderr once and the compiled code runs every token on the CPU). */
+int32_t hgrt_gpu_available(void);
+/* The device address aliasing |host_ptr| inside a registered host KV pool array: for a layer's
+   array base, block b of the HBM tier is at alias + b * block_bytes. NULL when |host_ptr| lies in
+   no registered array (no GPU, or a pool without a device HBM tier). */
+void *hgrt_gpu_alias(const void *host_ptr);
+/* 1 when a GPU partial over tokens [split, lens[i]) of a batch may be launched: sizes positive,
+   every length within the int32 [batch][max_blocks] table, every block of those tokens a valid
+   id, and (with a pool installed) block_size the pool's and every such block in device memory.
+   0 otherwise, with one line on stderr saying what is wrong; the caller then must not launch. */
+int32_t hgrt_gpu_check_batch(const int32_t *block_table, const int32_t *lens, int64_t batch,
+                             int64_t max_blocks, int64_t block_size, int64_t split);
 
 #ifdef __cplusplus
 }

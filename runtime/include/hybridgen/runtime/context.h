@@ -51,6 +51,8 @@ public:
   TraceRow lastTraceRow() const; // a default row when the trace is empty
   CostModel estimate(int64_t segment) const;
   int64_t lastSplit(int64_t segment) const;
+  /// The attached pool (nullptr when none); the C ABI's GPU batch check reads its tiers.
+  KvPool *pool() const { return pool_; }
 
 private:
   using Clock = std::chrono::steady_clock;

@@ -21,6 +21,9 @@ struct PoolConfig {
   bool hugePages = true; // madvise(MADV_HUGEPAGE) on the pool mappings
   /// When the preferred tier is full, take the next tier in order (true) or fail (false).
   bool spill = true;
+  /// With an HBM tier in device memory: page-lock the host tiers' ranges (cuMemHostRegister) so
+  /// migrations to and from HBM are DMA. This commits every host tier's pages up front.
+  bool pinHostTiers = true;
 };
 
 struct TierUsage {
@@ -62,7 +65,8 @@ public:
 
   //===--- views for kernels ---===//
   /// Base of layer |layer|'s K/V array [numBlocks][kvHeads][blockSize][headDim] in host memory.
-  /// nullptr for a layer out of range.
+  /// nullptr for a layer out of range. With an HBM tier in device memory, that tier's blocks are
+  /// not in this array but at hgrt_gpu_alias(base) + id * blockBytes on the device.
   void *kBase(int32_t layer) const { return validLayer(layer) ? kArrays_[size_t(layer)] : nullptr; }
   void *vBase(int32_t layer) const { return validLayer(layer) ? vArrays_[size_t(layer)] : nullptr; }
   int64_t seqLen(int64_t seq) const;
@@ -107,7 +111,11 @@ private:
   Result<const std::vector<int32_t> *> tokenBlocks(int64_t seq, int32_t layer, int64_t pos,
                                                    int64_t n) const;
   void releaseBlock(int32_t block);
-  void copyBlock(int32_t dst, int32_t src);
+  Status copyBlock(int32_t dst, int32_t src);
+  /// The tier memory of |block| when it lives on a device, else nullptr (host memory).
+  const TierMemory *deviceMemoryOf(int32_t block) const;
+  /// Moves token rows of device-tier blocks: |copies| grouped by tier memory.
+  Status flushDeviceRows(const TierMemory *mem, const std::vector<TierMemory::Copy> &copies, bool toDevice) const;
 
   struct Sequence {
     int64_t len = 0;

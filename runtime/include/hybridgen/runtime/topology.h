@@ -29,6 +29,10 @@ struct TierInfo {
   /// True when the tier is not what its kind claims: HBM without a CUDA backend (host memory), or
   /// far memory placed on a node that has CPUs. Reported everywhere the tier is printed.
   bool emulated = false;
+  /// HBM only: the config asked for the GPU's memory (`device=cuda`). The tier is then real when a
+  /// CUDA device is usable (`onDevice`), and the emulated host tier otherwise (the CPU fallback).
+  bool wantsDevice = false;
+  bool onDevice = false; // the tier's blocks live in device memory (set by the topology)
 
   bool hostAccessible() const { return kind != TierKind::kHbm || emulated; }
 };
@@ -77,6 +81,11 @@ private:
 /// Measures read bandwidth (GB/s) of memory on |memNode| read by threads running on |cpuNode|.
 /// Returns 0 if libnuma is unavailable or the node cannot be used.
 double probeReadBandwidth(int32_t memNode, int32_t cpuNode, uint64_t bytes);
+
+/// Decides what an HBM tier is: with `wantsDevice` and a usable CUDA device, device memory
+/// (`onDevice`; capacity 0 = 90% of the device's free memory); otherwise the emulated host tier.
+/// Implemented in lib/cuda/device_tier.cpp.
+Status resolveHbmTier(TierInfo &tier);
 
 /// Parses "64MiB", "1G", "4096" into bytes.
 Result<uint64_t> parseByteSize(const std::string &text);
