@@ -25,3 +25,28 @@ llvm_config.add_tool_substitutions(
     [ToolSubst(t, unresolved="ignore") for t in tools],
     [config.hybridgen_tools_dir, config.llvm_tools_dir],
 )
+
+# The GPU path (issue 15): ptxas/fatbinary from the CUDA toolkit (PTX is checked and assembled
+# without a GPU), a Python to unescape gpu.binary objects, and whether the runtime library
+# provides the mgpu* host ABI that gpu-to-llvm code calls (needed to run hybrid modules at all).
+import shutil
+import subprocess
+import sys
+
+cuda_bin = os.environ.get("HYBRIDGEN_CUDA_BIN", "/usr/local/cuda/bin")
+ptxas = shutil.which("ptxas", path=cuda_bin + os.pathsep + config.environment.get("PATH", ""))
+if ptxas:
+    config.available_features.add("ptxas")
+    config.substitutions.append(("%ptxas", ptxas))
+config.substitutions.append(("%python", sys.executable))
+config.substitutions.append(
+    ("%extract_gpu_object",
+     sys.executable + " " + os.path.join(config.test_source_root, "Inputs", "extract_gpu_object.py")))
+runtime_so = os.path.join(config.runtime_lib_dir, "libhybridgen_runtime.so")
+try:
+    symbols = subprocess.run(["nm", "-D", "--defined-only", runtime_so], capture_output=True,
+                             text=True).stdout
+    if "mgpuLaunchKernel" in symbols and "hgrt_gpu_available" in symbols:
+        config.available_features.add("hgrt-mgpu")
+except OSError:
+    pass

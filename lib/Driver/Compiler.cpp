@@ -108,6 +108,17 @@ void buildPipeline(OpPassManager &pm, const CompileOptions &options, bool aot) {
   opts.aot = aot;
   opts.targetCpu = options.targetCpu;
   opts.targetFeatures = options.targetFeatures;
+  if (options.gpuKernels) {
+    mlir::hybridgen::HybridPipelineOptions hybrid;
+    hybrid.cpu = opts;
+    hybrid.cpu.allDevices = false;
+    hybrid.gpu.chip = options.gpuChip;
+    hybrid.gpu.features = options.gpuFeatures;
+    hybrid.gpu.format = options.gpuFormat;
+    hybrid.gpu.toolkit = options.cudaToolkit;
+    mlir::hybridgen::buildHybridPipeline(pm, hybrid);
+    return;
+  }
   mlir::hybridgen::buildCPUPipeline(pm, opts);
 }
 

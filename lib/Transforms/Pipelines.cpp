@@ -92,6 +92,11 @@ void mlir::hybridgen::buildCPUPipeline(OpPassManager &pm, const CPUPipelineOptio
   pm.addPass(createConvertFuncToLLVMPass());
   pm.addPass(createConvertControlFlowToLLVMPass());
   pm.addPass(createConvertIndexToLLVMPass());
+  if (opts.gpuHost) {
+    // After the memref/func conversions, as upstream's gpu-lower-to-nvvm-pipeline does: the
+    // launches' memref operands are LLVM descriptors by then.
+    pm.addPass(createGpuToLLVMConversionPass());
+  }
   pm.addPass(createReconcileUnrealizedCastsPass());
   if (opts.aot) {
     HGSetTargetFeaturesOptions targetOpts;

@@ -35,6 +35,22 @@ static cl::opt<int64_t> chunkTokens("chunk-tokens",
                                     cl::desc("Tokens per parallel CPU chunk "
                                              "(0 = 1024, or 4096 on the AMX path)"),
                                     cl::init(0), cl::cat(compileCategory));
+static cl::opt<bool> gpuKernels("gpu",
+                                cl::desc("Compile GPU partials to CUDA kernels embedded in the "
+                                         "output (hg-hybrid-pipeline; CPU fallback at run time "
+                                         "without a GPU)"),
+                                cl::init(false), cl::cat(compileCategory));
+static cl::opt<std::string> gpuChip("gpu-chip", cl::desc("GPU architecture (sm_80, sm_90)"),
+                                    cl::init("sm_90"), cl::cat(compileCategory));
+static cl::opt<std::string> gpuFeatures("gpu-features", cl::desc("PTX features (+ptx80)"),
+                                        cl::init("+ptx80"), cl::cat(compileCategory));
+static cl::opt<std::string> gpuFormat("gpu-format",
+                                      cl::desc("auto | fatbin | bin | isa (PTX, JIT-compiled by "
+                                               "the CUDA driver); auto: fatbin with ptxas"),
+                                      cl::init("auto"), cl::cat(compileCategory));
+static cl::opt<std::string> cudaToolkit("cuda-toolkit",
+                                        cl::desc("CUDA toolkit (libdevice, ptxas, fatbinary)"),
+                                        cl::init("/usr/local/cuda"), cl::cat(compileCategory));
 
 int main(int argc, char **argv) {
   llvm::InitLLVM init(argc, argv);
@@ -53,6 +69,11 @@ int main(int argc, char **argv) {
   options.targetFeatures = targetFeatures;
   options.chunkTokens = chunkTokens;
   options.amx = useAmx;
+  options.gpuKernels = gpuKernels;
+  options.gpuChip = gpuChip;
+  options.gpuFeatures = gpuFeatures;
+  options.gpuFormat = gpuFormat;
+  options.cudaToolkit = cudaToolkit;
   options.sourceName = inputFile == "-" ? "<stdin>" : inputFile.getValue();
   try {
     std::string text = (*buffer)->getBuffer().str();

@@ -1,6 +1,7 @@
 //===- hybridgen-opt.cpp - run hg and upstream passes on MLIR files -----===//
 #include "hybridgen/Dialect/HG/HGDialect.h"
 #include "hybridgen/Transforms/Passes.h"
+#include "hybridgen/Transforms/Pipelines.h"
 
 #include "mlir/IR/DialectRegistry.h"
 #include "mlir/InitAllDialects.h"
@@ -13,6 +14,7 @@ int main(int argc, char **argv) {
   mlir::registerAllPasses();
   mlir::hybridgen::registerHybridGenPasses();
   mlir::hybridgen::registerPipelines();
+  mlir::hybridgen::registerGPUPipelines();
 
   mlir::DialectRegistry registry;
   registry.insert<mlir::hybridgen::HGDialect>();

@@ -56,6 +56,17 @@ struct CompileOptions {
   std::vector<std::string> sharedLibs;
   /// File name that diagnostics (file:line:col) name for the MLIR text.
   std::string sourceName = "<input>";
+  /// The hybrid pipeline (hg-hybrid-pipeline): GPU partials become CUDA kernels embedded in the
+  /// code (fatbin, or PTX for the driver's JIT without ptxas), launched asynchronously while the
+  /// CPU partial runs; without a usable GPU at run time every token goes to the CPU. Overrides
+  /// allDevicesOnCpu.
+  bool gpuKernels = false;
+  /// With gpuKernels: the GPU architecture and PTX features, the binary format (auto | fatbin |
+  /// bin | isa) and the CUDA toolkit (libdevice, ptxas, fatbinary).
+  std::string gpuChip = "sm_90";
+  std::string gpuFeatures = "+ptx80";
+  std::string gpuFormat = "auto";
+  std::string cudaToolkit = "/usr/local/cuda";
 };
 
 /// A hybrid decode attention described by shapes, for users who do not write MLIR.

@@ -102,4 +102,49 @@ def HGEmitCInterface : Pass<"hg-emit-c-interface", "::mlir::ModuleOp"> {
   }];
 }
 
+def HGLowerAttentionToGPU : Pass<"hg-lower-attention-to-gpu", "::mlir::ModuleOp"> {
+  let summary = "Lower GPU partial attention to split-KV flash-decoding gpu.func kernels";
+  let description = [{
+    Each `hg.partial_attention ... on gpu` becomes host code that, when `hgrt_gpu_available()`
+    says so and the runtime aliases both KV pools on the device (`hgrt_gpu_alias`), copies q, the
+    block table and the lengths to the device, launches two kernels of the `gpu.module`
+    `@hg_gpu_kernels` on one stream and copies only (o, m, l) back:
+    - `__hg_gpu_partial_*`: grid (chunks, kv_heads, batch); a block runs an online softmax over one
+      token chunk for all query heads of a GQA group (each K/V row read once), 16-byte loads of
+      K/V rows through the block table, warp-shuffle dot products; writes the chunk partial.
+    - `__hg_gpu_combine_*`: grid (q_heads, batch); log-sum-exp over the chunk partials.
+    The chunk count is sized at run time from batch, kv heads and the longest range so that one
+    sequence fills `sm-count` multiprocessors. A CPU partial over the tokens just before the GPU's
+    (the other half of a split) runs on the host between the launch and the wait. Where the GPU
+    is not usable the split is clamped: the CPU partial takes every token and the GPU partial is
+    empty (m = -inf, l = 0, o = 0); a GPU partial with no CPU partner runs as a CPU partial then.
+
+    Before: `hg.partial_attention ... range [%s, len) on gpu -> o(%o) m(%m) l(%l) {...}`
+    After (sketch):
+    ```mlir
+    scf.if %gpu_ok {
+      %t0 = gpu.wait async
+      %qd, %t1 = gpu.alloc async [%t0] () : memref<1x8x64xf32>
+      ...
+      %t5 = gpu.launch_func async [%t4] @hg_gpu_kernels::@__hg_gpu_partial_... blocks in (%chunks,
+            %c2, %batch) threads in (%c128, %c1, %c1) args(...)
+      %t6 = gpu.launch_func async [%t5] @hg_gpu_kernels::@__hg_gpu_combine_... ...
+      ...  // the CPU partial of the split
+      gpu.wait [%t9]
+    } else { ... CPU fallback ... }
+    ```
+  }];
+  let options = [
+    Option<"smCount", "sm-count", "int64_t", /*default=*/"132",
+           "Multiprocessors to fill (132: H200); sizes the chunk count with batch and kv heads">,
+    Option<"minChunkTokens", "min-chunk-tokens", "int64_t", /*default=*/"256",
+           "Fewest tokens a chunk gets (more chunks than that buys only combine work)">,
+  ];
+  let dependentDialects = [
+    "::mlir::arith::ArithDialect", "::mlir::func::FuncDialect", "::mlir::gpu::GPUDialect",
+    "::mlir::LLVM::LLVMDialect", "::mlir::math::MathDialect", "::mlir::memref::MemRefDialect",
+    "::mlir::scf::SCFDialect"
+  ];
+}
+
 #endif // HYBRIDGEN_TRANSFORMS_PASSES_TD

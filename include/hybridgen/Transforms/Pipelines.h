@@ -23,10 +23,49 @@ struct CPUPipelineOptions {
   /// With aot: the CPU ("host" = this machine) and a feature list (empty = the CPU's).
   std::string targetCpu = "host";
   std::string targetFeatures;
+  /// Host code of the hybrid pipeline: also lower the gpu dialect's host ops (launches, copies,
+  /// streams) to calls of the `mgpu*` C ABI (gpu-to-llvm) before the final cast cleanup.
+  bool gpuHost = false;
 };
 
 /// Appends the passes of `hg-cpu-pipeline` to |pm| (which must run on builtin.module).
 void buildCPUPipeline(OpPassManager &pm, const CPUPipelineOptions &opts);
+
+/// Options of `hg-gpu-to-nvvm`: the gpu.module of hg-lower-attention-to-gpu -> NVVM -> a
+/// gpu.binary (PTX, cubin or fatbin) that the host code embeds.
+struct GPUToNVVMOptions {
+  /// Always explicit: the upstream defaults (sm_50, +ptx60) fail with CUDA 13.
+  std::string chip = "sm_90";
+  std::string features = "+ptx80";
+  /// isa (PTX, JIT-compiled by the CUDA driver at load), bin (cubin), fatbin, or auto: fatbin
+  /// when ptxas and fatbinary are found (toolkit/bin, then PATH), else isa.
+  std::string format = "auto";
+  /// Where libdevice (nvvm/libdevice) and ptxas live; without it __nv_expf is left unresolved.
+  std::string toolkit = "/usr/local/cuda";
+  unsigned optLevel = 3;
+};
+
+/// Appends the passes of `hg-gpu-to-nvvm` to |pm| (on builtin.module).
+void buildGPUToNVVMPipeline(OpPassManager &pm, const GPUToNVVMOptions &opts);
+/// The serialization format |opts|.format means on this machine ("auto" resolved).
+std::string resolveGPUBinaryFormat(const GPUToNVVMOptions &opts);
+
+/// Options of `hg-hybrid-pipeline`: CPU loops + GPU kernels + host orchestration -> LLVM dialect.
+struct HybridPipelineOptions {
+  /// The CPU side (its allDevices = true makes the whole pipeline the no-GPU fallback, exactly
+  /// hg-cpu-pipeline).
+  CPUPipelineOptions cpu;
+  GPUToNVVMOptions gpu;
+  /// Multiprocessors the GPU kernel's chunk count is sized for (132: H200).
+  int64_t smCount = 132;
+  int64_t minChunkTokens = 256;
+};
+
+/// Appends the passes of `hg-hybrid-pipeline` to |pm| (on builtin.module).
+void buildHybridPipeline(OpPassManager &pm, const HybridPipelineOptions &opts);
+
+/// Registers `hg-gpu-to-nvvm` and `hg-hybrid-pipeline` (lib/Transforms/GPU).
+void registerGPUPipelines();
 
 } // namespace mlir::hybridgen
 

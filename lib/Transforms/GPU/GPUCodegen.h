@@ -1,0 +1,98 @@
+//===- GPUCodegen.h - shared pieces of the GPU attention lowering -*- C++ -*-===//
+//
+// The kernels are written op by op with the CPU lowering's Emitter (arith/scf helpers); this
+// header adds what only the GPU side needs: the kernel configuration, its thread mapping and the
+// builders of the two kernels and of their host-side launch.
+//
+//===----------------------------------------------------------------------===//
+#ifndef HYBRIDGEN_LIB_TRANSFORMS_GPU_GPUCODEGEN_H
+#define HYBRIDGEN_LIB_TRANSFORMS_GPU_GPUCODEGEN_H
+
+#include "../CPU/CPUCodegen.h"
+
+#include "hybridgen/Dialect/HG/HGOps.h"
+
+#include "mlir/Dialect/GPU/IR/GPUDialect.h"
+#include "mlir/Dialect/LLVMIR/LLVMDialect.h"
+
+namespace mlir::hybridgen::gpu_lowering {
+
+using cpu::Emitter;
+
+/// Threads of a partial-attention block: 4 warps. Each warp streams its own rows of the chunk,
+/// so a block keeps 4 x rows-per-warp x unroll K and V rows in flight per step.
+constexpr int64_t kWarps = 4;
+constexpr int64_t kWarpSize = 32;
+/// Threads of a combine block (one block per (sequence, query head), one thread per column).
+constexpr int64_t kCombineThreads = 128;
+/// A global load moves 16 bytes per lane (ld.global.nc.v4.u32).
+constexpr int64_t kLoadBytes = 16;
+
+/// What one pair of generated kernels (partial + combine) is specialized for.
+struct GpuKernelConfig {
+  Type kvType;       // f32, f16 or bf16
+  int64_t qHeads;    // query heads
+  int64_t kvHeads;   // kv heads (group = qHeads / kvHeads)
+  int64_t blockSize; // tokens per KV block
+  int64_t headDim;   // elements per row
+  float scale;       // logit scale
+  int64_t window;    // 0: no sliding window
+  float softcap;     // 0: no softcap
+
+  int64_t group() const { return qHeads / kvHeads; }
+  int64_t eltBytes() const { return kvType.isF32() ? 4 : 2; }
+  /// Elements of a row one lane loads with one 16-byte load.
+  int64_t lanesElems() const { return kLoadBytes / eltBytes(); }
+  /// Lanes that share one row: a row is read as lanesPerRow 16-byte pieces.
+  int64_t lanesPerRow() const { return headDim / lanesElems(); }
+  /// Rows a warp reads at once (one per lanesPerRow lanes).
+  int64_t rowsPerWarp() const { return kWarpSize / lanesPerRow(); }
+  /// Row groups each warp loads before it computes: more loads in flight, more registers.
+  int64_t unroll() const { return group() >= 8 ? 2 : 4; }
+  /// Tokens a block consumes per loop step (all warps).
+  int64_t rowsPerStep() const { return kWarps * rowsPerWarp() * unroll(); }
+  /// A stable name fragment that tells configurations apart.
+  std::string mangle() const;
+};
+
+/// Why |c| cannot be lowered to the GPU kernels (empty when it can).
+std::string unsupportedReason(const GpuKernelConfig &c);
+
+/// Argument types of the partial kernel: (q, k_addr, v_addr, num_blocks, block_table, lens,
+/// begin, end, chunk_tokens, chunk_o, chunk_m, chunk_l). K and V are 64-bit device addresses
+/// (the runtime's alias of the host pool), read with 16-byte global loads.
+SmallVector<Type> partialKernelArgTypes(MLIRContext *ctx, const GpuKernelConfig &c);
+/// Argument types of the combine kernel: (chunk_o, chunk_m, chunk_l, num_chunks, o, m, l).
+SmallVector<Type> combineKernelArgTypes(MLIRContext *ctx, const GpuKernelConfig &c);
+
+/// Emits the split-KV flash-decoding kernel |name| into |module| (see PartialKernel.cpp).
+gpu::GPUFuncOp buildPartialKernel(gpu::GPUModuleOp module, StringRef name,
+                                  const GpuKernelConfig &c, Location loc);
+/// Emits the log-sum-exp combine kernel |name| into |module| (see CombineKernel.cpp).
+gpu::GPUFuncOp buildCombineKernel(gpu::GPUModuleOp module, StringRef name,
+                                  const GpuKernelConfig &c, Location loc);
+
+/// The kernels of one configuration.
+struct GpuKernels {
+  gpu::GPUFuncOp partial, combine;
+};
+
+/// Emits, at |b|, the asynchronous device part of |op|: device buffers, host-to-device copies of
+/// q, the block table and the lengths, the two launches and the copies of (o, m, l) back into the
+/// op's host buffers, all on one new stream. |kAddr| and |vAddr| are the pools' device addresses
+/// (i64). Returns the stream's last token: the caller waits on it after the CPU work.
+Value emitDeviceLaunch(ImplicitLocOpBuilder &b, PartialAttentionOp op, const GpuKernelConfig &c,
+                       const GpuKernels &kernels, Value kAddr, Value vAddr, int64_t smCount,
+                       int64_t minChunkTokens);
+
+/// (begin, end) of sequence |s| clamped as on the CPU: [0, len], the table's capacity, the window.
+std::pair<Value, Value> clampedRange(Emitter &e, const GpuKernelConfig &c, Value lens,
+                                     Value capacity, Value s, Value begin, Value end);
+
+/// The private declaration of the external function |name| in |module|.
+func::FuncOp declareExternal(ModuleOp module, StringRef name, TypeRange inputs,
+                             TypeRange results = {});
+
+} // namespace mlir::hybridgen::gpu_lowering
+
+#endif // HYBRIDGEN_LIB_TRANSFORMS_GPU_GPUCODEGEN_H

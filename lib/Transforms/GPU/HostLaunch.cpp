@@ -1,0 +1,127 @@
+//===- HostLaunch.cpp - host side of one GPU partial: copies, chunk sizing, launches ===//
+//
+// Everything goes on one stream, in order, each op depending on the previous one's token only
+// (gpu-to-llvm cannot lower a launch with several dependencies): device buffers, q / block table
+// / lengths to the device, the partial and combine kernels, (o, m, l) back to the host buffers,
+// device buffers freed. The caller waits on the returned token, after its own CPU work.
+//
+//===----------------------------------------------------------------------===//
+#include "GPUCodegen.h"
+
+using namespace mlir;
+using namespace mlir::hybridgen;
+using namespace mlir::hybridgen::gpu_lowering;
+
+namespace {
+
+/// Blocks per multiprocessor the chunk count aims at: a few resident blocks per SM hide the
+/// latency of one block's combine step behind another's loads.
+constexpr int64_t kBlocksPerSm = 4;
+
+struct StreamBuilder {
+  ImplicitLocOpBuilder &b;
+  Value token;
+
+  Type tokenType() { return gpu::AsyncTokenType::get(b.getContext()); }
+
+  /// A device buffer of |type| (dynamic sizes |sizes|).
+  Value alloc(MemRefType type, ValueRange sizes) {
+    auto op = gpu::AllocOp::create(b, type, tokenType(), ValueRange{token}, sizes, ValueRange{},
+                                   /*hostShared=*/false);
+    token = op.getAsyncToken();
+    return op.getMemref();
+  }
+  /// A device buffer shaped like host buffer |host| (the same type, so gpu.memcpy accepts it).
+  Value allocLike(Value host) {
+    auto type = cast<MemRefType>(host.getType());
+    SmallVector<Value> sizes;
+    for (int64_t d = 0; d < type.getRank(); ++d)
+      if (type.isDynamicDim(d))
+        sizes.push_back(memref::DimOp::create(b, host, d));
+    return alloc(MemRefType::get(type.getShape(), type.getElementType()), sizes);
+  }
+  void copy(Value dst, Value src) {
+    token = gpu::MemcpyOp::create(b, tokenType(), ValueRange{token}, dst, src).getAsyncToken();
+  }
+  void free(Value buffer) {
+    token = gpu::DeallocOp::create(b, tokenType(), ValueRange{token}, buffer).getAsyncToken();
+  }
+  void launch(gpu::GPUFuncOp kernel, gpu::KernelDim3 grid, gpu::KernelDim3 block,
+              ValueRange args) {
+    auto op = gpu::LaunchFuncOp::create(b, kernel, grid, block, /*dynamicSharedMemorySize=*/Value(),
+                                        args, tokenType(), ValueRange{token});
+    token = op.getAsyncToken();
+  }
+};
+
+/// |v| cast to |type| where they differ (static host shapes to the kernel's dynamic ones).
+Value castTo(ImplicitLocOpBuilder &b, Value v, Type type) {
+  return v.getType() == type ? v : memref::CastOp::create(b, type, v).getResult();
+}
+
+} // namespace
+
+Value gpu_lowering::emitDeviceLaunch(ImplicitLocOpBuilder &b, PartialAttentionOp op,
+                                     const GpuKernelConfig &c, const GpuKernels &kernels,
+                                     Value kAddr, Value vAddr, int64_t smCount,
+                                     int64_t minChunkTokens) {
+  Emitter e{b};
+  Value begin = op.getBegin();
+  // No end means len; larger bounds are clamped to len in the kernel.
+  Value end = op.getEnd() ? op.getEnd() : e.idx(int64_t(1) << 62);
+  Value batch = memref::DimOp::create(b, op.getQ(), 0);
+  Value capacity = e.muli(memref::DimOp::create(b, op.getBlockTable(), 1), e.idx(c.blockSize));
+
+  // The chunk count, from the host's copy of the lengths: enough blocks for kBlocksPerSm per
+  // SM over batch x kv_heads, no chunk under minChunkTokens, and at least one.
+  Value maxSpan = e.loop(e.idx(0), batch, e.idx(1), {e.idx(0)}, [&](Value s, ValueRange acc) {
+    std::pair<Value, Value> r = clampedRange(e, c, op.getSeqLens(), capacity, s, begin, end);
+    return SmallVector<Value>{e.maxi(acc[0], e.subi(r.second, r.first))};
+  })[0];
+  Value work = e.muli(batch, e.idx(c.kvHeads));
+  Value wanted = e.divi(e.addi(e.idx(smCount * kBlocksPerSm), e.subi(work, e.idx(1))), work);
+  Value cap = e.ceilDiv(maxSpan, std::max<int64_t>(minChunkTokens, 1));
+  Value chunks = e.maxi(e.mini(wanted, cap), e.idx(1));
+  // Whole loop steps per chunk, so only a chunk's last step has masked rows.
+  Value chunkTokens = e.muli(e.ceilDiv(e.divi(e.addi(maxSpan, e.subi(chunks, e.idx(1))), chunks),
+                                       c.rowsPerStep()),
+                             e.idx(c.rowsPerStep()));
+  chunkTokens = e.maxi(chunkTokens, e.idx(c.rowsPerStep()));
+
+  StreamBuilder st{b, gpu::WaitOp::create(b, gpu::AsyncTokenType::get(b.getContext()),
+                                          ValueRange{})
+                          .getAsyncToken()};
+  Value qd = st.allocLike(op.getQ());
+  st.copy(qd, op.getQ());
+  Value tableD = st.allocLike(op.getBlockTable());
+  st.copy(tableD, op.getBlockTable());
+  Value lensD = st.allocLike(op.getSeqLens());
+  st.copy(lensD, op.getSeqLens());
+  Value od = st.allocLike(op.getO()), md = st.allocLike(op.getM()), ld = st.allocLike(op.getL());
+  Value rows = e.muli(e.muli(batch, e.idx(c.qHeads)), chunks);
+  Value so = st.alloc(MemRefType::get({ShapedType::kDynamic, c.headDim}, e.f32()), rows);
+  auto statType = MemRefType::get({ShapedType::kDynamic}, e.f32());
+  Value sm = st.alloc(statType, rows), sl = st.alloc(statType, rows);
+
+  SmallVector<Type> pTypes = partialKernelArgTypes(b.getContext(), c);
+  Value numBlocks = memref::DimOp::create(b, op.getKPool(), 0);
+  SmallVector<Value> pArgs{castTo(b, qd, pTypes[0]),     kAddr, vAddr, numBlocks,
+                           castTo(b, tableD, pTypes[4]), castTo(b, lensD, pTypes[5]),
+                           begin,                        end,   chunkTokens,
+                           so,                           sm,    sl};
+  st.launch(kernels.partial, {chunks, e.idx(c.kvHeads), batch},
+            {e.idx(kWarps * kWarpSize), e.idx(1), e.idx(1)}, pArgs);
+  SmallVector<Type> cTypes = combineKernelArgTypes(b.getContext(), c);
+  SmallVector<Value> cArgs{so, sm, sl, chunks, castTo(b, od, cTypes[4]), castTo(b, md, cTypes[5]),
+                           castTo(b, ld, cTypes[6])};
+  st.launch(kernels.combine, {e.idx(c.qHeads), batch, e.idx(1)},
+            {e.idx(kCombineThreads), e.idx(1), e.idx(1)}, cArgs);
+
+  // Only the normalized partial crosses back.
+  st.copy(op.getO(), od);
+  st.copy(op.getM(), md);
+  st.copy(op.getL(), ld);
+  for (Value buffer : {qd, tableD, lensD, od, md, ld, so, sm, sl})
+    st.free(buffer);
+  return st.token;
+}
