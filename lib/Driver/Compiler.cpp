@@ -185,6 +185,9 @@ std::unique_ptr<llvm::TargetMachine> createTargetMachine(const std::string &cpu,
     featureList = llvm::join(list, ",");
   }
   llvm::TargetOptions targetOptions;
+  // Global constructors (the GPU module load of --gpu libraries) must go to .init_array: the
+  // system's crtbeginS.o no longer runs a shared object's legacy .ctors, so they never ran.
+  targetOptions.UseInitArray = true;
   std::unique_ptr<llvm::TargetMachine> tm(target->createTargetMachine(
       triple, cpuName, featureList, targetOptions, llvm::Reloc::PIC_, std::nullopt,
       llvm::CodeGenOptLevel::Aggressive));
