@@ -65,11 +65,14 @@ inline std::unique_ptr<rt::KvPool> makePool(const Shape &s, uint64_t hbmBytes, u
   return rt::KvPool::create(topo, pc).valueOrThrow();
 }
 
-/// Moves every block to where split |split| wants it (no per-step migration bound).
+/// Moves every block to where split |split| wants it (no per-step migration bound). One rebalance
+/// skips moves into a tier that is still full, so repeat until nothing moves.
 inline void placeFor(rt::KvPool &pool, int64_t split) {
   rt::PlacementConfig pc;
   pc.maxMigrationsPerStep = int64_t(1) << 40;
-  rt::throwIfError(rt::PlacementPolicy(pc).rebalance(pool, split).status());
+  for (int round = 0; round < 16; ++round)
+    if (rt::PlacementPolicy(pc).rebalance(pool, split).valueOrThrow() == 0)
+      break;
 }
 
 namespace cuda_ns = hybridgen::rt::cuda;
