@@ -185,8 +185,9 @@ std::unique_ptr<llvm::TargetMachine> createTargetMachine(const std::string &cpu,
     featureList = llvm::join(list, ",");
   }
   llvm::TargetOptions targetOptions;
-  // Global constructors (the GPU module load of --gpu libraries) must go to .init_array: the
-  // system's crtbeginS.o no longer runs a shared object's legacy .ctors, so they never ran.
+  // Constructors in .init_array, as the platform ABI has them: lld keeps a legacy .ctors
+  // section as is and nothing runs it, so the GPU module's loader (a global constructor that
+  // calls mgpuModuleLoad) would never run in an AOT library.
   targetOptions.UseInitArray = true;
   std::unique_ptr<llvm::TargetMachine> tm(target->createTargetMachine(
       triple, cpuName, featureList, targetOptions, llvm::Reloc::PIC_, std::nullopt,

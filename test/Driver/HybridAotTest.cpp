@@ -65,6 +65,16 @@ TEST_F(HybridAot, EmbedsKernelsAndNeedsNoMLIROrCuda) {
   // through the runtime's mgpu* ABI.
   std::string syms = run("nm '" + soPath + "'");
   EXPECT_NE(syms.find("hg_gpu_kernels_binary"), std::string::npos) << syms;
+  // The loader is a constructor in .init_array (a legacy .ctors section is never run by lld's
+  // output, and the kernels would then never load).
+  EXPECT_EQ(run("readelf -SW '" + soPath + "'").find(".ctors"), std::string::npos);
+  std::string loader = run("nm '" + soPath + "' | awk '/ hg_gpu_kernels_load$/ { print $1 }'");
+  loader = loader.substr(loader.find_first_not_of('0'));
+  loader = loader.substr(0, loader.find_first_of(" \n"));
+  ASSERT_FALSE(loader.empty()) << syms;
+  std::string relocs = run("readelf -rW '" + soPath + "'");
+  EXPECT_NE(relocs.find(loader), std::string::npos)
+      << "no relocation (.init_array entry) points at hg_gpu_kernels_load " << loader;
   std::string undefined = run("nm -D --undefined-only '" + soPath + "'");
   for (const char *fn : {"mgpuModuleLoad", "mgpuLaunchKernel", "mgpuStreamSynchronize",
                          "hgrt_gpu_available", "hgrt_gpu_alias", "hgrt_gpu_check_batch"})
@@ -91,6 +101,31 @@ TEST_F(HybridAot, CpuFallbackMatchesReferenceAtEverySplit) {
     for (const MemRefArg &a : p.args())
       args.push_back({a.data, static_cast<mc::ElemType>(a.dtype), a.shape, a.strides});
     aot.call("hg_attention", args);
+    EXPECT_LE(relativeError(p.out, want), 1e-2) << "split " << split;
+  }
+  clearRuntimeSplit();
+}
+
+TEST_F(HybridAot, JitFallbackMatchesReference) {
+  // The same module JIT-compiled with the kernels: the ExecutionEngine runs the module loader
+  // and resolves the mgpu* ABI from the runtime it loads.
+  hybridgen::driver::CompileOptions opts;
+  opts.gpuKernels = true;
+  auto jit = hybridgen::driver::JitModule::compile(hybridgen::driver::buildAttentionModule(spec),
+                                                   opts);
+  Shape s;
+  s.qHeads = spec.qHeads;
+  s.kvHeads = spec.kvHeads;
+  s.headDim = spec.headDim;
+  s.blockSize = spec.blockSize;
+  s.kvType = DType::bf16;
+  std::mt19937_64 rng(testSeed() + 41);
+  Problem p = makeProblem(s, {300, 33}, rng);
+  std::vector<double> want = referenceAttention(p);
+  for (int64_t split : {int64_t(0), int64_t(100), int64_t(1) << 40}) {
+    setRuntimeSplit(split);
+    std::fill(p.out.begin(), p.out.end(), -1.0f);
+    jit->call("hg_attention", p.args());
     EXPECT_LE(relativeError(p.out, want), 1e-2) << "split " << split;
   }
   clearRuntimeSplit();

@@ -1,6 +1,7 @@
 // hg-hybrid-pipeline: the GPU half of a split becomes an embedded kernel binary launched on a
-// stream (mgpu* calls), the CPU half's kernel is called between the launches and the stream's
-// synchronize, and the else branch (no GPU) calls the CPU kernel over every token.
+// stream (mgpu* calls), the CPU half's kernel is called right after the launches (nothing that
+// blocks the host in between), then the copies back, frees and the stream's synchronize; the
+// else branch (no GPU) calls the CPU kernel over every token.
 // RUN: hybridgen-opt %s -hg-hybrid-pipeline="format=isa" | FileCheck %s
 // RUN: hybridgen-opt %s -hg-hybrid-pipeline="all-devices=1" | FileCheck %s --check-prefix=CPU
 // RUN: hybridgen-opt %s -hg-hybrid-pipeline="format=isa" | mlir-translate --mlir-to-llvmir | FileCheck %s --check-prefix=LLVM
@@ -18,11 +19,13 @@
 // CHECK: llvm.call @mgpuMemcpy
 // CHECK: gpu.launch_func <%[[S]] : !llvm.ptr> @hg_gpu_kernels::@__hg_gpu_partial_
 // CHECK: gpu.launch_func <%[[S]] : !llvm.ptr> @hg_gpu_kernels::@__hg_gpu_combine_
-// CHECK: llvm.call @mgpuMemcpy
+// CHECK-NOT: llvm.call @mgpu
 // CHECK: llvm.call @hgrt_device_begin
 // CHECK-NEXT: llvm.call @[[KERNEL:__hg_cpu_dense_[a-z0-9_]*]](
 // CHECK-NEXT: llvm.call @hgrt_device_end
-// CHECK-NEXT: llvm.call @mgpuStreamSynchronize(%[[S]])
+// CHECK: llvm.call @mgpuMemcpy
+// CHECK: llvm.call @mgpuMemFree
+// CHECK: llvm.call @mgpuStreamSynchronize(%[[S]])
 // CHECK-NEXT: llvm.call @mgpuStreamDestroy(%[[S]])
 // CHECK: llvm.call @hgrt_device_end
 // CHECK: llvm.call @[[KERNEL]](

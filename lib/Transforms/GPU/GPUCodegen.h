@@ -77,13 +77,29 @@ struct GpuKernels {
   gpu::GPUFuncOp partial, combine;
 };
 
-/// Emits, at |b|, the asynchronous device part of |op|: device buffers, host-to-device copies of
-/// q, the block table and the lengths, the two launches and the copies of (o, m, l) back into the
-/// op's host buffers, all on one new stream. |kAddr| and |vAddr| are the pools' device addresses
-/// (i64). Returns the stream's last token: the caller waits on it after the CPU work.
-Value emitDeviceLaunch(ImplicitLocOpBuilder &b, PartialAttentionOp op, const GpuKernelConfig &c,
-                       const GpuKernels &kernels, Value kAddr, Value vAddr, int64_t smCount,
-                       int64_t minChunkTokens);
+/// The stream of one launched GPU partial: its last token and the device buffers.
+struct DeviceLaunch {
+  Value token;
+  Value o, m, l;               // the device's (o, m, l)
+  SmallVector<Value> buffers;  // every device buffer, freed by emitDeviceFinish
+};
+
+/// Emits, at |b|, the asynchronous device part of |op| on one new stream: device buffers,
+/// host-to-device copies of q, the block table and the lengths, and the two launches. |kAddr| and
+/// |vAddr| are the pools' device addresses (i64). Nothing here waits for the device.
+/// |maxSpan| is emitMaxSpan's value (positive: the caller skips the device for empty ranges).
+DeviceLaunch emitDeviceLaunch(ImplicitLocOpBuilder &b, PartialAttentionOp op,
+                              const GpuKernelConfig &c, const GpuKernels &kernels, Value kAddr,
+                              Value vAddr, Value maxSpan, int64_t smCount, int64_t minChunkTokens);
+/// The longest clamped token range of |op| over the batch, from the host's lengths (0: every
+/// range empty, nothing to launch).
+Value emitMaxSpan(ImplicitLocOpBuilder &b, PartialAttentionOp op, const GpuKernelConfig &c);
+/// |op|'s end bound as an index (a huge constant for `len`: the kernels clamp to len).
+Value partialEnd(ImplicitLocOpBuilder &b, PartialAttentionOp op);
+/// Emits the end of |launch|'s stream: (o, m, l) copied into |op|'s host buffers and the device
+/// buffers freed (both block the host until the kernels are done, so this goes after the CPU
+/// work). Returns the token to wait on.
+Value emitDeviceFinish(ImplicitLocOpBuilder &b, PartialAttentionOp op, const DeviceLaunch &launch);
 
 /// (begin, end) of sequence |s| clamped as on the CPU: [0, len], the table's capacity, the window.
 std::pair<Value, Value> clampedRange(Emitter &e, const GpuKernelConfig &c, Value lens,

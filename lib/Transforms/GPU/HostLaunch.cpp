@@ -2,8 +2,8 @@
 //
 // Everything goes on one stream, in order, each op depending on the previous one's token only
 // (gpu-to-llvm cannot lower a launch with several dependencies): device buffers, q / block table
-// / lengths to the device, the partial and combine kernels, (o, m, l) back to the host buffers,
-// device buffers freed. The caller waits on the returned token, after its own CPU work.
+// / lengths to the device, the partial and combine kernels; then, after the caller's CPU work,
+// (o, m, l) back to the host buffers and the device buffers freed, and the caller waits.
 //
 //===----------------------------------------------------------------------===//
 #include "GPUCodegen.h"
@@ -61,23 +61,35 @@ Value castTo(ImplicitLocOpBuilder &b, Value v, Type type) {
 
 } // namespace
 
-Value gpu_lowering::emitDeviceLaunch(ImplicitLocOpBuilder &b, PartialAttentionOp op,
-                                     const GpuKernelConfig &c, const GpuKernels &kernels,
-                                     Value kAddr, Value vAddr, int64_t smCount,
-                                     int64_t minChunkTokens) {
-  Emitter e{b};
-  Value begin = op.getBegin();
+Value gpu_lowering::partialEnd(ImplicitLocOpBuilder &b, PartialAttentionOp op) {
   // No end means len; larger bounds are clamped to len in the kernel.
-  Value end = op.getEnd() ? op.getEnd() : e.idx(int64_t(1) << 62);
-  Value batch = memref::DimOp::create(b, op.getQ(), 0);
-  Value capacity = e.muli(memref::DimOp::create(b, op.getBlockTable(), 1), e.idx(c.blockSize));
+  return op.getEnd() ? Value(op.getEnd())
+                     : Value(arith::ConstantIndexOp::create(b, int64_t(1) << 62));
+}
 
-  // The chunk count, from the host's copy of the lengths: enough blocks for kBlocksPerSm per
-  // SM over batch x kv_heads, no chunk under minChunkTokens, and at least one.
-  Value maxSpan = e.loop(e.idx(0), batch, e.idx(1), {e.idx(0)}, [&](Value s, ValueRange acc) {
+Value gpu_lowering::emitMaxSpan(ImplicitLocOpBuilder &b, PartialAttentionOp op,
+                                const GpuKernelConfig &c) {
+  Emitter e{b};
+  Value begin = op.getBegin(), end = partialEnd(b, op);
+  Value batch = memref::DimOp::create(b, op.getSeqLens(), 0);
+  Value capacity = e.muli(memref::DimOp::create(b, op.getBlockTable(), 1), e.idx(c.blockSize));
+  return e.loop(e.idx(0), batch, e.idx(1), {e.idx(0)}, [&](Value s, ValueRange acc) {
     std::pair<Value, Value> r = clampedRange(e, c, op.getSeqLens(), capacity, s, begin, end);
     return SmallVector<Value>{e.maxi(acc[0], e.subi(r.second, r.first))};
   })[0];
+}
+
+DeviceLaunch gpu_lowering::emitDeviceLaunch(ImplicitLocOpBuilder &b, PartialAttentionOp op,
+                                            const GpuKernelConfig &c, const GpuKernels &kernels,
+                                            Value kAddr, Value vAddr, Value maxSpan,
+                                            int64_t smCount, int64_t minChunkTokens) {
+  Emitter e{b};
+  Value begin = op.getBegin();
+  Value end = partialEnd(b, op);
+  Value batch = memref::DimOp::create(b, op.getQ(), 0);
+
+  // The chunk count, from the host's copy of the lengths: enough blocks for kBlocksPerSm per
+  // SM over batch x kv_heads, no chunk under minChunkTokens, and at least one.
   Value work = e.muli(batch, e.idx(c.kvHeads));
   Value wanted = e.divi(e.addi(e.idx(smCount * kBlocksPerSm), e.subi(work, e.idx(1))), work);
   Value cap = e.ceilDiv(maxSpan, std::max<int64_t>(minChunkTokens, 1));
@@ -117,11 +129,24 @@ Value gpu_lowering::emitDeviceLaunch(ImplicitLocOpBuilder &b, PartialAttentionOp
   st.launch(kernels.combine, {e.idx(c.qHeads), batch, e.idx(1)},
             {e.idx(kCombineThreads), e.idx(1), e.idx(1)}, cArgs);
 
-  // Only the normalized partial crosses back.
-  st.copy(op.getO(), od);
-  st.copy(op.getM(), md);
-  st.copy(op.getL(), ld);
-  for (Value buffer : {qd, tableD, lensD, od, md, ld, so, sm, sl})
+  DeviceLaunch launch;
+  launch.token = st.token;
+  launch.o = od;
+  launch.m = md;
+  launch.l = ld;
+  launch.buffers = {qd, tableD, lensD, od, md, ld, so, sm, sl};
+  return launch;
+}
+
+Value gpu_lowering::emitDeviceFinish(ImplicitLocOpBuilder &b, PartialAttentionOp op,
+                                     const DeviceLaunch &launch) {
+  StreamBuilder st{b, launch.token};
+  // Only the normalized partial crosses back. A copy into pageable host memory returns only
+  // when it is done, and cuMemFree waits for the device: both come after the host's own work.
+  st.copy(op.getO(), launch.o);
+  st.copy(op.getM(), launch.m);
+  st.copy(op.getL(), launch.l);
+  for (Value buffer : launch.buffers)
     st.free(buffer);
   return st.token;
 }

@@ -201,6 +201,11 @@ struct LowerAttentionToGPUPass
                               arith::ConstantIntOp::create(b, 0, 32)),
         arith::AndIOp::create(b, e.cmpi(arith::CmpIPredicate::ne, kAddr, zero64),
                               e.cmpi(arith::CmpIPredicate::ne, vAddr, zero64)));
+    // No tokens on the GPU side (e.g. the scheduler gave the CPU everything): the fallback
+    // branch writes the same result without a stream, allocations or launches.
+    Value maxSpan = emitMaxSpan(b, op, *config);
+    usable = arith::AndIOp::create(b, usable,
+                                   e.cmpi(arith::CmpIPredicate::sgt, maxSpan, e.idx(0)));
     // Only asked when the GPU is there (it would print a reason for a batch the CPU runs).
     auto checked = scf::IfOp::create(b, TypeRange{b.getI1Type()}, usable, /*withElse=*/true);
     {
@@ -227,10 +232,12 @@ struct LowerAttentionToGPUPass
       OpBuilder::InsertionGuard guard(b);
       b.setInsertionPoint(ifOp.thenBlock()->getTerminator());
       deviceMark("hgrt_device_begin");
-      Value token = emitDeviceLaunch(b, op, *config, k, kAddr, vAddr, smCount, minChunkTokens);
+      DeviceLaunch launch =
+          emitDeviceLaunch(b, op, *config, k, kAddr, vAddr, maxSpan, smCount, minChunkTokens);
       // The host's share runs while the kernels do.
       if (partner)
         partner->moveBefore(b.getInsertionBlock(), b.getInsertionPoint());
+      Value token = emitDeviceFinish(b, op, launch);
       gpu::WaitOp::create(b, Type(), ValueRange{token});
       deviceMark("hgrt_device_end");
 

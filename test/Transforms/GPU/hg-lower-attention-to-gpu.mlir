@@ -11,13 +11,16 @@
 // CHECK: %[[KA:.*]] = llvm.ptrtoint %[[KP]] : !llvm.ptr to i64
 // CHECK: %[[VP:.*]] = call @hgrt_gpu_alias(%{{.*}}) : (!llvm.ptr) -> !llvm.ptr
 // CHECK: %[[VA:.*]] = llvm.ptrtoint %[[VP]] : !llvm.ptr to i64
+// The longest range of the batch: with no token on the GPU side nothing is launched.
+// CHECK: %[[SPAN:.*]] = scf.for
+// CHECK: arith.cmpi sgt, %[[SPAN]], %c0
 // With a GPU, the runtime checks the table and lengths (from the split point on) before launch.
 // CHECK: %[[OK:.*]] = scf.if %{{.*}} -> (i1) {
 // CHECK: %[[CHK:.*]] = func.call @hgrt_gpu_check_batch(%{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %c16_i64, %{{.*}}) : (!llvm.ptr, !llvm.ptr, i64, i64, i64, i64) -> i32
 // CHECK: scf.if %[[OK]] {
 // The chunk count: ceil(sm-count * 4 / (batch * kv_heads)) capped by the longest range / 256.
-// CHECK: %[[SPAN:.*]] = scf.for
 // CHECK: arith.constant 528 : index
+// CHECK: arith.addi %[[SPAN]], %c255
 // CHECK: %[[T0:.*]] = gpu.wait async
 // CHECK: %[[QD:.*]], %{{.*}} = gpu.alloc async [%[[T0]]] () : memref<2x8x64xf32>
 // CHECK: gpu.memcpy async [%{{.*}}] %[[QD]], %[[Q]] : memref<2x8x64xf32>, memref<2x8x64xf32>
@@ -25,12 +28,14 @@
 // CHECK: gpu.memcpy async [%{{.*}}] %{{.*}}, %[[LENS]]
 // CHECK: %[[P:.*]] = gpu.launch_func async [%{{.*}}] @hg_gpu_kernels::@[[PARTIAL:__hg_gpu_partial_bf16_q8_kv2_b16_d64_[a-z0-9_]*]] blocks in (%[[CHUNKS:.*]], %c2{{.*}}, %{{.*}}) threads in (%c128{{.*}}, %c1{{.*}}, %c1{{.*}}) args(%{{.*}} : memref<?x8x64xf32>, %[[KA]] : i64, %[[VA]] : i64,
 // CHECK: %[[C:.*]] = gpu.launch_func async [%[[P]]] @hg_gpu_kernels::@[[COMBINE:__hg_gpu_combine_[a-z0-9_]*]] blocks in (%c8{{.*}}, %{{.*}}, %c1{{.*}}) threads in (%c128
-// CHECK: gpu.memcpy async [%[[C]]] %[[OG:.*]], %{{.*}} : memref<2x8x64xf32>, memref<2x8x64xf32>
-// CHECK: gpu.memcpy async
-// CHECK: gpu.memcpy async
+// The CPU half, then the copies back (which block the host) and the frees (which wait for the
+// device), then the wait.
+// CHECK-NEXT: hg.partial_attention {{.*}} range [%{{.*}}, %{{.*}}) on cpu
+// CHECK-NEXT: gpu.memcpy async [%[[C]]] %[[OG:.*]], %{{.*}} : memref<2x8x64xf32>, memref<2x8x64xf32>
+// CHECK-NEXT: gpu.memcpy async
+// CHECK-NEXT: gpu.memcpy async
 // CHECK-COUNT-8: gpu.dealloc async
 // CHECK-NEXT: %[[LAST:.*]] = gpu.dealloc async
-// CHECK-NEXT: hg.partial_attention {{.*}} range [%{{.*}}, %{{.*}}) on cpu
 // CHECK-NEXT: gpu.wait [%[[LAST]]]
 // CHECK-NEXT: } else {
 // CHECK-NEXT: hg.partial_attention {{.*}} range [%{{.*}}, len) on cpu
