@@ -5,14 +5,15 @@
 # libnuma, the C++ driver and the PyTorch peer. Fails when the folder exceeds 64 MiB.
 #
 #   bash scripts/build-device-artifacts.sh          # then: bash scripts/device-check.sh
-#   HYBRIDGEN_COMPILE_FLAGS="..." bash scripts/build-device-artifacts.sh   # extra compiler flags
+#   HYBRIDGEN_COMPILE_FLAGS="..." bash scripts/build-device-artifacts.sh   # compiler flags
+#                                     # (default --gpu: the kernels, sm_90, fatbin when ptxas exists)
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 BUILD="${HYBRIDGEN_BUILD_DIR:-$ROOT/build}"
 OUT="${HYBRIDGEN_DEVICE_ARTIFACTS:-$BUILD/device-artifacts}"
 LIMIT=$((64 << 20))
 # The GPU host's CPU is not this one: baseline AVX2 code runs on any x86-64 server of that age.
-FLAGS=(--target-cpu=x86-64-v3 ${HYBRIDGEN_COMPILE_FLAGS:-})
+FLAGS=(--target-cpu=x86-64-v3 ${HYBRIDGEN_COMPILE_FLAGS---gpu})
 
 ninja -C "$BUILD" -j2 hybridgen_runtime hybridgen_device_check hybridgen-compile >/dev/null
 rm -rf "$OUT" && mkdir -p "$OUT/lib" "$OUT/src"

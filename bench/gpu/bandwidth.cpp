@@ -51,7 +51,7 @@ double copySeconds(cu::CudaDevice &d, size_t bytes, int runs) {
 }
 
 StepTimes attentionSeconds(mc::AotLibrary &lib, rt::KvPool &pool, const std::vector<int64_t> &seqs,
-                           const Shape &s, int64_t split, int runs, int64_t context) {
+                           const Shape &s, int64_t split, int runs, int64_t context, bool allowCpuFallback) {
   rt::SchedulerConfig sc;
   sc.policy = rt::SchedulerPolicy::kStatic;
   sc.staticSplit = split;
@@ -64,7 +64,13 @@ StepTimes attentionSeconds(mc::AotLibrary &lib, rt::KvPool &pool, const std::vec
   std::vector<double> gpu, cpu, wall;
   for (int i = 0; i < runs + 3; ++i) {
     ctx->beginStep(context);
+    uint64_t launches = cu::launchCount();
     lib.call("hg_attention", ba.args);
+    // Timing a CPU fallback over a device tier's (empty) host pages would only waste device time.
+    if (i == 0 && split < context && cu::launchCount() == launches && !allowCpuFallback) {
+      rt::uninstallContext();
+      throw std::runtime_error("the library launched no GPU kernels (compiled without the GPU path)");
+    }
     rt::TraceRow r = ctx->lastTraceRow();
     if (i >= 3) {
       gpu.push_back(r.gpuSeconds);
@@ -103,7 +109,7 @@ int runBandwidth(const Options &o) {
         }
         fillDeviceTier(*d, *pool, dtype == "f16" ? 0x3c00 : 0x3f80); // 1.0
         uint64_t launches = cu::launchCount();
-        double kernel = attentionSeconds(*lib, *pool, seqs, s, /*split=*/0, o.runs, context).gpu;
+        double kernel = attentionSeconds(*lib, *pool, seqs, s, /*split=*/0, o.runs, context, o.allowCpuFallback).gpu;
         launches = cu::launchCount() - launches;
         pool.reset(); // free the KV before the copy buffers
         double copy = copySeconds(*d, size_t(std::min<uint64_t>(kvBytes, 4ull << 30)), o.runs);

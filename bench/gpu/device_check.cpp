@@ -7,6 +7,7 @@
 //   hybridgen_device_check bandwidth --lib-dir=DIR [--csv=PATH] [--contexts=8192,...] [--batches=1,8]
 //                                    [--dtypes=bf16,f16] [--runs=20]
 //   hybridgen_device_check hybrid    --lib-dir=DIR [--csv=PATH] [--context=131072] [--steps=30]
+//   (bandwidth and hybrid stop when the libraries launch no kernels, unless --allow-cpu-fallback)
 //
 // DIR holds attn_<dtype>_d<head_dim>_kv<kv_heads>_g<group>.so (+ .sig) from
 // scripts/build-device-artifacts.sh. Without a usable GPU, probe prints the runtime's notice and
@@ -82,6 +83,8 @@ int main(int argc, char **argv) {
         o.hybridContext = std::stoll(v);
       else if (const char *v = val("--steps="))
         o.steps = int(std::stoi(v));
+      else if (a == "--allow-cpu-fallback")
+        o.allowCpuFallback = true;
       else
         return usage(argv[0]);
     } catch (const std::exception &) {

@@ -85,7 +85,7 @@ int runHybrid(const Options &o) {
   for (int i = 0; i <= 6; ++i) {
     int64_t split = (floor + (context - floor) * i / 6) / s.blockSize * s.blockSize;
     placeFor(*pool, split);
-    StepTimes t = attentionSeconds(*lib, *pool, seqs, s, split, 5, context);
+    StepTimes t = attentionSeconds(*lib, *pool, seqs, s, split, 5, context, o.allowCpuFallback);
     row("static", 0, split, t, 0);
     if (t.wall < bestStatic)
       bestStatic = t.wall, bestSplit = split;
@@ -126,7 +126,7 @@ int runHybrid(const Options &o) {
   std::vector<int64_t> fseqs = {full->createSequence()};
   (void)full->appendTokens(fseqs[0], context).valueOrThrow();
   fillDeviceTier(*d, *full, 0x3f80);
-  StepTimes gpuOnly = attentionSeconds(*lib, *full, fseqs, s, 0, 10, context);
+  StepTimes gpuOnly = attentionSeconds(*lib, *full, fseqs, s, 0, 10, context, o.allowCpuFallback);
   full.reset();
   double upload = uploadSeconds(*d, size_t(floor) * tokenBytes, 10);
   StepTimes gpuPlus = gpuOnly;

@@ -4,9 +4,11 @@
 //   FAKE_CUDA_VERSION (driver version, default 13000)  FAKE_CUDA_DEVICES (default 1)
 //   FAKE_CUDA_INIT_ERROR (cuInit's result)              FAKE_CUDA_FAIL (a call name: it returns 2)
 //   FAKE_CUDA_MEM_FREE / FAKE_CUDA_MEM_TOTAL (bytes)    FAKE_CUDA_EVENT_MS (fixed elapsed time)
+//   FAKE_CUDA_TRACE (print module loads, launches, allocations and copies on stderr)
 // Built with FAKE_CUDA_PARTIAL it exports only three entry points (a driver lacking symbols).
 #include <chrono>
 #include <cstdint>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <map>
@@ -37,6 +39,11 @@ bool failing(const char *call) {
   const char *f = env("FAKE_CUDA_FAIL");
   return f && std::strcmp(f, call) == 0;
 }
+#define TRACE(...)                                                                                 \
+  do {                                                                                             \
+    if (env("FAKE_CUDA_TRACE"))                                                                    \
+      std::fprintf(stderr, "fake-cuda: " __VA_ARGS__);                                            \
+  } while (0)
 double now() { return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count(); }
 } // namespace
 
@@ -103,6 +110,8 @@ CUresult cuModuleLoadDataEx(void **m, const void *image, unsigned n, int *opts, 
         std::strcpy(static_cast<char *>(vals[i]), "fake ptxas: syntax error");
     return 218; // CUDA_ERROR_INVALID_PTX
   }
+  TRACE("module load, %s, %u JIT options\n",
+        std::memcmp(image, "//", 2) == 0 ? "PTX text" : "binary image", n);
   std::lock_guard<std::mutex> l(gMu);
   ++gModules;
   *m = new int(0);
@@ -124,6 +133,7 @@ CUresult cuModuleGetFunction(void **f, void *, const char *name) {
 CUresult cuLaunchKernel(void *, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by, unsigned bz,
                         unsigned smem, void *, void **, void **) {
   FAKE_FAIL("cuLaunchKernel");
+  TRACE("launch grid (%u, %u, %u) block (%u, %u, %u) smem %u\n", gx, gy, gz, bx, by, bz, smem);
   std::lock_guard<std::mutex> l(gMu);
   ++gLaunches;
   gLastGrid[0] = gx, gLastGrid[1] = gy, gLastGrid[2] = gz;
@@ -167,6 +177,7 @@ CUresult cuEventElapsedTime(float *ms, void *a, void *b) {
 }
 CUresult cuMemAlloc_v2(CUdeviceptr *p, size_t bytes) {
   FAKE_FAIL("cuMemAlloc");
+  TRACE("alloc %zu bytes\n", bytes);
   void *m = std::calloc(1, bytes ? bytes : 1);
   if (!m)
     return 2;
@@ -181,6 +192,7 @@ CUresult cuMemFree_v2(CUdeviceptr p) {
   auto it = gAllocs.find(uintptr_t(p));
   if (it == gAllocs.end())
     return 1;
+  TRACE("free %zu bytes\n", it->second);
   std::free(reinterpret_cast<void *>(uintptr_t(p)));
   gAllocs.erase(it);
   return 0;
@@ -192,6 +204,7 @@ CUresult cuMemGetInfo_v2(size_t *f, size_t *t) {
 }
 CUresult cuMemcpyAsync(CUdeviceptr d, CUdeviceptr s, size_t n, void *) {
   FAKE_FAIL("cuMemcpyAsync");
+  TRACE("copy %zu bytes\n", n);
   std::memmove(reinterpret_cast<void *>(uintptr_t(d)), reinterpret_cast<void *>(uintptr_t(s)), n);
   return 0;
 }
@@ -229,6 +242,7 @@ CUresult cuMemsetD16Async(CUdeviceptr d, unsigned short v, size_t n, void *) {
 }
 CUresult cuMemHostRegister_v2(void *p, size_t n, unsigned) {
   FAKE_FAIL("cuMemHostRegister");
+  TRACE("host register %zu bytes\n", n);
   std::lock_guard<std::mutex> l(gMu);
   uintptr_t b = uintptr_t(p);
   for (const auto &r : gRegistered)

@@ -20,10 +20,6 @@ void hgrt_segment_end(int64_t segment_id);
    stream), and segment_end reports that span as the GPU time; the CPU side keeps wall time. */
 void hgrt_device_begin(int64_t segment_id, int32_t device);
 void hgrt_device_end(int64_t segment_id, int32_t device);
-/* 1 when compiled kernels may use AMX tiles: the CPU has AMX-BF16 and the OS granted this
-   process the tile state (requested on the first call); 0 otherwise, or when the environment
-   sets HYBRIDGEN_DISABLE_AMX to anything but 0. */
-int32_t hgrt_amx_available(void);
 /* 1 when a CUDA device and its context are usable (opened on the first call; without one, a
    one-line notice goes to stderr once and the compiled code runs every token on the CPU). */
 int32_t hgrt_gpu_available(void);
@@ -37,6 +33,10 @@ void *hgrt_gpu_alias(const void *host_ptr);
    0 otherwise, with one line on stderr saying what is wrong; the caller then must not launch. */
 int32_t hgrt_gpu_check_batch(const int32_t *block_table, const int32_t *lens, int64_t batch,
                              int64_t max_blocks, int64_t block_size, int64_t split);
+/* 1 when compiled kernels may use AMX tiles: the CPU has AMX-BF16 and the OS granted this
+   process the tile state (requested on the first call); 0 otherwise, or when the environment
+   sets HYBRIDGEN_DISABLE_AMX to anything but 0. */
+int32_t hgrt_amx_available(void);
 
 #ifdef __cplusplus
 }
