@@ -223,7 +223,7 @@ struct LowerAttentionToGPUPass
         return;
       func::FuncOp fn = declareExternal(module, fnName, {b.getI64Type(), b.getI32Type()});
       func::CallOp::create(b, fn,
-                           ValueRange{arith::ConstantIntOp::create(b, segment.getId(), 64),
+                           ValueRange{segment.buildIdValue(b, b.getLoc()),
                                       arith::ConstantIntOp::create(b, 1, 32)});
     };
 
