@@ -3,6 +3,8 @@
 # Idempotent: a second run only rebuilds what changed.
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+# ccache keys on paths relative to the checkout, so a fresh clone elsewhere reuses the cache.
+export CCACHE_BASEDIR="${CCACHE_BASEDIR:-$ROOT}"
 BUILD="${HYBRIDGEN_BUILD_DIR:-$ROOT/build}"
 LLVM=/usr/lib/llvm-22
 
