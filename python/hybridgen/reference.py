@@ -93,3 +93,45 @@ def reference_attention(q, k_pool, v_pool, block_table, seq_lens, *, scale=None,
     """Dense decode attention output [B, H, D] in float64 (sequences of length 0 give zeros)."""
     return reference_partial(q, k_pool, v_pool, block_table, seq_lens, scale=scale,
                              softcap=softcap, window=window).o
+
+
+def reference_prefill_attention(q, k_pool, v_pool, block_table, seq_lens, *, scale=None,
+                                softcap=None, window=None) -> np.ndarray:
+    """Chunked-prefill attention [B, C, H, D] in float64 (hg.prefill_attention).
+
+    q is [batch, chunk, q_heads, head_dim]; seq_lens include the chunk, whose K/V rows are already
+    in the pools. Row t of sequence b sits at position p = seq_lens[b] - chunk + t and attends the
+    tokens j <= p (and j > p - window with a window). seq_lens[b] < chunk is an argument error;
+    like the compiled kernel, the rows before position 0 then see no token and are zero."""
+    q = _as_f64(q)
+    k_pool, v_pool = _as_f64(k_pool), _as_f64(v_pool)
+    block_table = np.asarray(block_table)
+    seq_lens = np.asarray(seq_lens).astype(np.int64)
+    batch, chunk, qh, d = q.shape
+    kvh, block_size = k_pool.shape[1], k_pool.shape[2]
+    group = qh // kvh
+    scale = 1.0 / np.sqrt(d) if scale is None else float(scale)
+    out = np.zeros((batch, chunk, qh, d))
+    for b in range(batch):
+        n = int(seq_lens[b])
+        if n <= 0:
+            continue
+        k = np.repeat(_sequence_kv(k_pool, block_table[b], n, block_size), group, axis=0)
+        v = np.repeat(_sequence_kv(v_pool, block_table[b], n, block_size), group, axis=0)
+        s = np.einsum("thd,hjd->htj", q[b], k) * scale  # [q_heads, chunk, n]
+        if softcap is not None:
+            s = softcap * np.tanh(s / softcap)
+        pos = n - chunk + np.arange(chunk)[:, None]  # [chunk, 1]
+        j = np.arange(n)[None, :]
+        visible = j <= pos
+        if window is not None:
+            visible &= j > pos - int(window)
+        s = np.where(visible[None], s, -np.inf)
+        mx = s.max(axis=-1, keepdims=True)
+        seen = np.isfinite(mx)
+        p = np.where(visible[None], np.exp(s - np.where(seen, mx, 0.0)), 0.0)
+        total = p.sum(axis=-1, keepdims=True)
+        o = np.einsum("htj,hjd->htd", p, v)
+        o = np.divide(o, total, out=np.zeros_like(o), where=total > 0)
+        out[b] = o.transpose(1, 0, 2)
+    return out

@@ -105,24 +105,35 @@ std::vector<double> referencePrefill(const PrefillProblem &p) {
   const Shape &s = p.kv.shape;
   int64_t group = s.qHeads / s.kvHeads, D = s.headDim, bs = s.blockSize, C = p.chunk;
   std::vector<double> out(p.q.size(), 0.0);
-  std::vector<double> logits;
+  std::vector<double> logits, keys, values;
   for (int64_t b = 0; b < p.kv.batch(); ++b) {
     int64_t len = p.kv.lens[b];
+    // The sequence's K and V rows [kv_head][token][d], gathered through the table once.
+    keys.assign(s.kvHeads * len * D, 0.0);
+    values.assign(keys.size(), 0.0);
+    for (int64_t h = 0; h < s.kvHeads; ++h)
+      for (int64_t j = 0; j < len; ++j) {
+        int64_t block = p.kv.table[b * p.kv.maxBlocks + j / bs];
+        for (int64_t d = 0; d < D; ++d) {
+          keys[(h * len + j) * D + d] = p.kv.kv(false, block, h, j % bs, d);
+          values[(h * len + j) * D + d] = p.kv.kv(true, block, h, j % bs, d);
+        }
+      }
     for (int64_t t = 0; t < C; ++t) {
       int64_t pos = len - C + t;
+      if (pos < 0)
+        continue;
       int64_t lo = s.window ? std::max<int64_t>(0, pos - *s.window + 1) : 0;
       for (int64_t h = 0; h < s.qHeads; ++h) {
         const float *qr = &p.q[((b * C + t) * s.qHeads + h) * D];
         double *o = &out[((b * C + t) * s.qHeads + h) * D];
-        if (pos < 0)
-          continue;
+        const double *kh = &keys[(h / group) * len * D], *vh = &values[(h / group) * len * D];
         logits.assign(pos + 1 - lo, 0.0);
         double mx = -std::numeric_limits<double>::infinity();
         for (int64_t j = lo; j <= pos; ++j) {
-          int64_t block = p.kv.table[b * p.kv.maxBlocks + j / bs];
           double dot = 0;
           for (int64_t d = 0; d < D; ++d)
-            dot += static_cast<double>(qr[d]) * p.kv.kv(false, block, h / group, j % bs, d);
+            dot += static_cast<double>(qr[d]) * kh[j * D + d];
           dot *= s.scale();
           if (s.softcap)
             dot = *s.softcap * std::tanh(dot / *s.softcap);
@@ -133,9 +144,8 @@ std::vector<double> referencePrefill(const PrefillProblem &p) {
         for (int64_t j = lo; j <= pos; ++j) {
           double w = std::exp(logits[j - lo] - mx);
           sum += w;
-          int64_t block = p.kv.table[b * p.kv.maxBlocks + j / bs];
           for (int64_t d = 0; d < D; ++d)
-            o[d] += w * p.kv.kv(true, block, h / group, j % bs, d);
+            o[d] += w * vh[j * D + d];
         }
         for (int64_t d = 0; d < D; ++d)
           o[d] /= sum;

@@ -50,6 +50,8 @@ def HGLowerAttentionToCPU : Pass<"hg-lower-attention-to-cpu", "::mlir::ModuleOp"
     (all query heads of a GQA group together, so each K/V row is read once per kv-head), and merges
     chunk partials by log-sum-exp. `hg.merge` becomes vector loops. With `all-devices`, partials
     placed on other devices are lowered to CPU code too (the no-GPU fallback).
+    Each `hg.prefill_attention` becomes a call to a chunked-prefill kernel, parallel over
+    (sequence, kv head, query tile), with causal and window masks per query row.
   }];
   let options = [
     Option<"allDevices", "all-devices", "bool", /*default=*/"false",

@@ -43,6 +43,18 @@ struct PrefillConfig {
   int64_t tileQueryRows() const { return tileRows() * group(); }
   /// Lanes of one slice of a row (one FMA of a dot product or an accumulator update).
   int64_t sliceWidth() const { return headDim % 16 == 0 ? 16 : headDim; }
+  /// K/V rows handled per step of the row loops: each query row's q slices (logits) or
+  /// accumulators (V) are loaded once per step instead of once per row, and the step's logits
+  /// come from one sum tree instead of one reduction each. Up to 4 rows, as long as the step's
+  /// widened rows fit in 16 vector registers; 1 where the slice width is not a power of two.
+  int64_t rowsPerStep() const {
+    if (!llvm::isPowerOf2_64(sliceWidth()))
+      return 1;
+    int64_t slices = headDim / sliceWidth(), u = 4;
+    while (u > 1 && u * slices > 16)
+      u /= 2;
+    return u;
+  }
   std::string mangle() const {
     std::string type;
     llvm::raw_string_ostream os(type);
@@ -73,6 +85,56 @@ SmallVector<Value> loadRowSlices(Emitter &e, const PrefillConfig &c, Value pool,
   return slices;
 }
 
+/// The sums of |vs| (a power-of-two count n <= their common power-of-two width) as one
+/// vector<n>, in order: pairs are combined by shuffling their low and high halves apart and adding
+/// (each level halves the lanes per sum and doubles the sums per vector), then the last vector's
+/// lanes are folded. n inputs cost n - 1 combines plus the folds instead of n full reductions.
+Value sumTree(Emitter &e, SmallVector<Value> vs) {
+  int64_t width = cast<VectorType>(vs[0].getType()).getDimSize(0);
+  int64_t sums = 1;
+  while (vs.size() > 1) {
+    int64_t partials = width / sums, half = partials / 2;
+    SmallVector<Value> next;
+    for (size_t i = 0; i < vs.size(); i += 2) {
+      SmallVector<int64_t> lo, hi;
+      for (int64_t side = 0; side < 2; ++side)
+        for (int64_t h = 0; h < sums; ++h)
+          for (int64_t j = 0; j < half; ++j) {
+            lo.push_back(side * width + h * partials + j);
+            hi.push_back(side * width + h * partials + j + half);
+          }
+      next.push_back(e.addf(vector::ShuffleOp::create(e.b, vs[i], vs[i + 1], lo),
+                            vector::ShuffleOp::create(e.b, vs[i], vs[i + 1], hi)));
+    }
+    vs = std::move(next);
+    sums *= 2;
+  }
+  Value v = vs[0];
+  for (int64_t partials = width / sums; partials > 1; partials /= 2) {
+    SmallVector<int64_t> lo, hi;
+    for (int64_t h = 0; h < sums; ++h)
+      for (int64_t j = 0; j < partials / 2; ++j) {
+        lo.push_back(h * partials + j);
+        hi.push_back(h * partials + j + partials / 2);
+      }
+    v = e.addf(vector::ShuffleOp::create(e.b, v, v, lo), vector::ShuffleOp::create(e.b, v, v, hi));
+  }
+  return v;
+}
+
+/// Rows [r0, r1) in steps of |step| rows, then the remainder one row at a time: |body| gets the
+/// first row and the (static) number of rows of its step.
+void forRows(Emitter &e, Value r0, Value r1, int64_t step,
+             function_ref<void(Value, int64_t)> body) {
+  Value mid = r0;
+  if (step > 1) {
+    Value whole = e.muli(e.divi(e.subi(r1, r0), e.idx(step)), e.idx(step));
+    mid = e.addi(r0, whole);
+    e.forEach(r0, mid, e.idx(step), [&](Value row) { body(row, step); });
+  }
+  e.forEach(mid, r1, e.idx(1), [&](Value row) { body(row, 1); });
+}
+
 struct PrefillKernelBuilder {
   ImplicitLocOpBuilder &b;
   Emitter &e;
@@ -93,16 +155,29 @@ struct PrefillKernelBuilder {
     vector::StoreOp::create(b, x, buf, ValueRange{r, e.idx(j * c.sliceWidth())});
   }
 
-  /// Logits of rows [r0, r1) of block |pb| for the tile's |nr| query rows into |scores|.
+  /// Logits of rows [r0, r1) of block |pb| for the tile's |nr| query rows into |scores|: a step
+  /// of K rows is loaded and widened once for all query rows.
   void logits(Value pb, Value kvh, Value r0, Value r1, Value nr) {
-    e.forEach(r0, r1, e.idx(1), [&](Value row) {
-      SmallVector<Value> kRow = loadRowSlices(e, c, k, pb, kvh, row);
+    forRows(e, r0, r1, c.rowsPerStep(), [&](Value row0, int64_t n) {
+      SmallVector<SmallVector<Value>> kRows;
+      for (int64_t i = 0; i < n; ++i)
+        kRows.push_back(loadRowSlices(e, c, k, pb, kvh, e.addi(row0, e.idx(i))));
       e.forEach(e.idx(0), nr, e.idx(1), [&](Value r) {
-        Value dot = e.mulf(sliceAt(qs, r, 0), kRow[0]);
-        for (int64_t j = 1; j < nslices(); ++j)
-          dot = vector::FMAOp::create(b, sliceAt(qs, r, j), kRow[j], dot);
-        memref::StoreOp::create(b, e.reduce(vector::CombiningKind::ADD, dot), scores,
-                                ValueRange{r, row});
+        SmallVector<Value> qr;
+        for (int64_t j = 0; j < nslices(); ++j)
+          qr.push_back(sliceAt(qs, r, j));
+        SmallVector<Value> dots;
+        for (int64_t i = 0; i < n; ++i) {
+          Value dot = e.mulf(qr[0], kRows[i][0]);
+          for (int64_t j = 1; j < nslices(); ++j)
+            dot = vector::FMAOp::create(b, qr[j], kRows[i][j], dot);
+          dots.push_back(dot);
+        }
+        if (n == 1)
+          memref::StoreOp::create(b, e.reduce(vector::CombiningKind::ADD, dots[0]), scores,
+                                  ValueRange{r, row0});
+        else
+          vector::StoreOp::create(b, sumTree(e, dots), scores, ValueRange{r, row0});
       });
     });
   }
@@ -163,14 +238,26 @@ struct PrefillKernelBuilder {
     });
   }
 
-  /// acc[r] += p[r, row] * V[row] for rows [r0, r1) of block |pb|: each V row widened once.
+  /// acc[r] += p[r, row] * V[row] for rows [r0, r1) of block |pb|: a step of V rows is loaded
+  /// and widened once for all query rows, and each query row's accumulators are loaded and
+  /// stored once per step.
   void accumulateV(Value pb, Value kvh, Value r0, Value r1, Value nr) {
-    e.forEach(r0, r1, e.idx(1), [&](Value row) {
-      SmallVector<Value> vRow = loadRowSlices(e, c, v, pb, kvh, row);
+    forRows(e, r0, r1, c.rowsPerStep(), [&](Value row0, int64_t n) {
+      SmallVector<SmallVector<Value>> vRows;
+      for (int64_t i = 0; i < n; ++i)
+        vRows.push_back(loadRowSlices(e, c, v, pb, kvh, e.addi(row0, e.idx(i))));
       e.forEach(e.idx(0), nr, e.idx(1), [&](Value r) {
-        Value pr = e.splat(memref::LoadOp::create(b, scores, ValueRange{r, row}), c.sliceWidth());
-        for (int64_t j = 0; j < nslices(); ++j)
-          storeSlice(vector::FMAOp::create(b, pr, vRow[j], sliceAt(acc, r, j)), acc, r, j);
+        SmallVector<Value> probs;
+        for (int64_t i = 0; i < n; ++i)
+          probs.push_back(e.splat(
+              memref::LoadOp::create(b, scores, ValueRange{r, e.addi(row0, e.idx(i))}),
+              c.sliceWidth()));
+        for (int64_t j = 0; j < nslices(); ++j) {
+          Value a = sliceAt(acc, r, j);
+          for (int64_t i = 0; i < n; ++i)
+            a = vector::FMAOp::create(b, probs[i], vRows[i][j], a);
+          storeSlice(a, acc, r, j);
+        }
       });
     });
   }

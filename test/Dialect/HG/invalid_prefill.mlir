@@ -287,3 +287,23 @@ func.func @nested_dynamic_segments(%a: index, %b: index) {
   }
   return
 }
+
+// -----
+
+// A dynamic id without its parentheses.
+func.func @segment_dynamic_without_parens(%layer: index) {
+  // expected-error @+1 {{expected '('}}
+  hg.segment dynamic %layer {
+  }
+  return
+}
+
+// -----
+
+// A segment without any id in the custom form.
+func.func @segment_missing_id() {
+  // expected-error @+1 {{expected integer value}}
+  hg.segment {
+  }
+  return
+}

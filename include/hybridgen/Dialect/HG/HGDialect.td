@@ -12,7 +12,9 @@ def HG_Dialect : Dialect {
     The `hg` dialect describes decode attention over a paged KV cache whose tokens are split between
     devices (attention logit parallelism). `hg.attention` carries the split annotation; the split pass
     turns it into `hg.partial_attention` ops over disjoint token ranges and an exact log-sum-exp
-    `hg.merge`. Buffers follow the layouts of docs/interfaces.md.
+    `hg.merge`. `hg.prefill_attention` is the chunked-prefill counterpart (a chunk of new tokens,
+    causal among themselves, over the cached prefix; one device). Buffers follow the layouts of
+    docs/interfaces.md.
   }];
   let useDefaultAttributePrinterParser = 1;
   let extraClassDeclaration = [{
