@@ -4,7 +4,8 @@
 // Build (own directory; needs nothing but the reader's sources and nlohmann-json):
 //   mkdir -p build-fuzz && clang++-22 -std=c++17 -g -O1 -fsanitize=fuzzer,address,undefined \
 //     -fno-sanitize-recover=undefined -I runtime/include runtime/fuzz/safetensors_fuzz.cpp \
-//     runtime/lib/model/safetensors.cpp runtime/lib/model/tensor_convert.cpp \
+//     runtime/lib/model/safetensors.cpp runtime/lib/model/safetensors_json.cpp \
+//     runtime/lib/model/tensor_convert.cpp \
 //     -o build-fuzz/safetensors_fuzz
 // Run (corpus dir grows; the seeds and dictionary are in runtime/fuzz/):
 //   mkdir -p build-fuzz/corpus && build-fuzz/safetensors_fuzz -max_total_time=60 \
@@ -21,6 +22,7 @@
 #include <unistd.h>
 
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
 #include <string>
 #include <vector>
@@ -88,13 +90,27 @@ void touchEverything(const Checkpoint &ck) {
   }
 }
 
+const char *const kFiles[] = {"s1.safetensors", "s2.safetensors", "input.safetensors",
+                              "header.safetensors", "model.safetensors.index.json"};
+
+void removeDir() {
+  for (const char *f : kFiles)
+    ::unlink((gDir + "/" + f).c_str());
+  ::rmdir(gDir.c_str());
+}
+
 } // namespace
 
 extern "C" int LLVMFuzzerInitialize(int *, char ***) {
-  char tmpl[] = "/tmp/hg-safetensors-fuzz-XXXXXX";
-  if (!::mkdtemp(tmpl))
+  // Every execution writes a file: tmpfs (/dev/shm) is several times faster than a disk /tmp.
+  char shm[] = "/dev/shm/hg-safetensors-fuzz-XXXXXX", tmp[] = "/tmp/hg-safetensors-fuzz-XXXXXX";
+  const char *dir = ::mkdtemp(shm);
+  if (!dir)
+    dir = ::mkdtemp(tmp);
+  if (!dir)
     abort();
-  gDir = tmpl;
+  gDir = dir;
+  std::atexit(removeDir);
   writeShard("s1.safetensors",
              R"({"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},)"
              R"("b":{"dtype":"BF16","shape":[3],"data_offsets":[8,14]}})",

@@ -96,7 +96,7 @@ TEST(Safetensors, ShardedCheckpointMergesShardsThroughTheIndex) {
     index["weight_map"][t.name] = "model-00002-of-00002.safetensors";
   test::writeText(dir.file("model.safetensors.index.json"), index.dump(2));
 
-  for (const std::string &path : {dir.path(), dir.file("model.safetensors.index.json")}) {
+  for (const std::string &path : {dir.path() + "/", dir.file("model.safetensors.index.json")}) {
     auto ck = Checkpoint::open(path);
     ASSERT_TRUE(ck.isOk()) << ck.status().message();
     EXPECT_EQ((*ck)->size(), all.size());
@@ -262,6 +262,34 @@ TEST(Safetensors, MalformedHeadersAreRefused) {
   test::writeBytes(path, test::fileBytes(R"({"w": {"dtype": "F32", "shape": [1], "data_offsets": [0, 4]},
       "w": {"dtype": "F32", "shape": [1], "data_offsets": [4, 8]}})", data));
   expectError(openStatus(path), {path, "'w'", "appears twice"});
+  // Structure no header has is refused as soon as it is seen (no DOM is built).
+  test::writeBytes(path, test::fileBytes(std::string(20, '[') + std::string(20, ']'), data));
+  expectError(openStatus(path), {path, "not a JSON object"});
+  test::writeBytes(path, test::fileBytes(R"({"__metadata__": {"k": {"deep": []}}})", data));
+  expectError(openStatus(path), {path, "'__metadata__' must map strings to strings"});
+  json rank = test::headerFor({{"r", "F32", std::vector<int64_t>(64, 1), test::floatBytes({1})}});
+  test::writeBytes(path, test::fileBytes(rank.dump(), test::floatBytes({1})));
+  ASSERT_TRUE(openStatus(path).isOk()) << "64 dimensions are allowed: " << openStatus(path).message();
+  rank["r"]["shape"].push_back(1);
+  test::writeBytes(path, test::fileBytes(rank.dump(), test::floatBytes({1})));
+  expectError(openStatus(path), {path, "'r'", "more than 64 dimensions"});
+  test::writeBytes(path, test::fileBytes(
+      R"({"r": {"dtype": "F32", "dtype": "F16", "shape": [1], "data_offsets": [0, 4]}})", data));
+  expectError(openStatus(path), {path, "'r'", "'dtype' appears twice"});
+  test::writeBytes(path, test::fileBytes(R"({"r": {"dtype": "F32", "shape": [[1]], "data_offsets": [0, 4]}})", data));
+  expectError(openStatus(path), {path, "'r'", "got an array"});
+  // Keys the format does not define are skipped, whatever they hold (as the reference reader does).
+  test::writeBytes(path, test::fileBytes(R"({"r": {"extra": {"x": [[{}]]}, "dtype": "F32", "shape": [1],
+      "data_offsets": [0, 4]}})", test::floatBytes({1})));
+  auto skipped = Checkpoint::open(path);
+  ASSERT_TRUE(skipped.isOk()) << skipped.status().message();
+  EXPECT_EQ((*skipped)->find("r")->shape, std::vector<int64_t>{1});
+  // A hostile name is cut in the message, not copied whole into it.
+  json longName = {{std::string(100000, 'n'), 3}};
+  test::writeBytes(path, test::fileBytes(longName.dump(), data));
+  Status cut = openStatus(path);
+  expectError(cut, {path, "'nnnn", "...'", "not an object"});
+  EXPECT_LT(cut.message().size(), 1000u);
   // Bytes that are not UTF-8 inside a string.
   test::writeBytes(path, test::fileBytes("{\"\xff\xfe\": {}}", data));
   expectError(openStatus(path), {path, "not valid JSON"});
@@ -345,7 +373,11 @@ TEST(Safetensors, MalformedIndexesAreRefused) {
   test::writeText(index, "{\"weight_map\": ");
   expectError(openStatus(index), {index, "not valid JSON"});
   test::writeText(index, "{\"metadata\": {}}");
-  expectError(openStatus(index), {index, "'weight_map'"});
+  expectError(openStatus(index), {index, "has no 'weight_map'"});
+  test::writeText(index, R"({"weight_map": []})");
+  expectError(openStatus(index), {index, "non-object 'weight_map'"});
+  test::writeText(index, R"({"weight_map": {"a": "s1.safetensors", "a": "s2.safetensors"}})");
+  expectError(openStatus(index), {index, "'a'", "twice"});
   test::writeText(index, R"({"weight_map": {"a": 3}})");
   expectError(openStatus(index), {index, "'a'", "not a file name"});
   for (const char *escape : {"../s1.safetensors", "/etc/passwd", "x/../../s1.safetensors", ""}) {

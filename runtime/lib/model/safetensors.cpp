@@ -2,7 +2,7 @@
 // before a single tensor pointer is handed out (the files are untrusted input).
 #include "hybridgen/runtime/safetensors.h"
 
-#include <nlohmann/json.hpp>
+#include "safetensors_json.h"
 
 #include <fcntl.h>
 #include <sys/mman.h>
@@ -12,11 +12,10 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
-#include <set>
 
 namespace hybridgen::rt {
 
-using json = nlohmann::json;
+using safetensors_json::HeaderEntry;
 
 namespace {
 
@@ -49,7 +48,12 @@ const DTypeEntry *lookupDType(const std::string &name) {
   return nullptr;
 }
 
-std::string inQuotes(const std::string &s) { return "'" + s + "'"; }
+/// Quoted for a message; untrusted names are cut so that a hostile one cannot make a huge message
+/// (the cut is PATH_MAX, so a file path is always whole).
+std::string inQuotes(const std::string &s) {
+  constexpr size_t kMax = 4096;
+  return "'" + (s.size() <= kMax ? s : s.substr(0, kMax) + "...") + "'";
+}
 
 std::string shapeString(const std::vector<int64_t> &shape) {
   std::string s = "[";
@@ -117,33 +121,6 @@ Result<std::string> readSmallFile(const std::string &path, uint64_t cap) {
   return text;
 }
 
-Result<json> parseJson(const std::string &what, const char *begin, const char *end,
-                       std::string *duplicateTopKey) {
-  try {
-    // The callback sees every object key; nlohmann keeps only the last of duplicated keys, which
-    // for a header would silently hide a tensor entry, so duplicates at the top level are refused.
-    std::set<std::string> seen;
-    auto onEvent = [&](int depth, json::parse_event_t event, json &parsed) {
-      if (duplicateTopKey && event == json::parse_event_t::key && depth == 1 &&
-          duplicateTopKey->empty() && parsed.is_string() &&
-          !seen.insert(parsed.get<std::string>()).second)
-        *duplicateTopKey = parsed.get<std::string>();
-      return true;
-    };
-    return json::parse(begin, end, onEvent);
-  } catch (const json::exception &e) {
-    return invalidArgument(what + " is not valid JSON: " + e.what());
-  }
-}
-
-/// Reads a JSON integer that must be >= 0 and <= |max|; false otherwise.
-bool readCount(const json &v, uint64_t max, uint64_t &out) {
-  if (!v.is_number_unsigned())  // nlohmann parses every non-negative integer literal as unsigned
-    return false;
-  out = v.get<uint64_t>();
-  return out <= max;
-}
-
 struct Span {
   uint64_t begin, end;
   const std::string *name;
@@ -201,39 +178,21 @@ struct Checkpoint::MappedFile {
 
 namespace {
 
-/// Validates one tensor entry of the header of |file| and fills |t| (data pointer excluded).
-Status parseTensorEntry(const std::string &file, const std::string &name, const json &v,
-                        uint64_t dataBytes, TensorInfo &t, Span &span) {
-  std::string where = "safetensors: " + inQuotes(file) + ": tensor " + inQuotes(name) + ": ";
-  if (!v.is_object())
-    return invalidArgument(where + "header entry is not an object");
-  auto dtypeIt = v.find("dtype"), shapeIt = v.find("shape"), offIt = v.find("data_offsets");
-  if (dtypeIt == v.end() || !dtypeIt->is_string())
-    return invalidArgument(where + "missing or non-string 'dtype'");
-  if (shapeIt == v.end() || !shapeIt->is_array())
-    return invalidArgument(where + "missing or non-array 'shape'");
-  if (offIt == v.end() || !offIt->is_array() || offIt->size() != 2)
-    return invalidArgument(where + "'data_offsets' must be an array [begin, end]");
-
-  t.name = name;
+/// Checks a structurally valid header entry against its dtype and the data section of |file|.
+Status validateEntry(const std::string &file, HeaderEntry &e, uint64_t dataBytes, TensorInfo &t) {
+  std::string where = "safetensors: " + inQuotes(file) + ": tensor " + inQuotes(e.name) + ": ";
+  t.name = e.name;
   t.file = file;
-  t.dtypeName = dtypeIt->get<std::string>();
+  t.dtypeName = std::move(e.dtype);
+  t.shape = std::move(e.shape);
   const DTypeEntry *dt = lookupDType(t.dtypeName);
   t.dtype = dt ? dt->dtype : TensorDType::other;
 
   uint64_t elements = 1;
   bool overflow = false;
-  for (const json &d : *shapeIt) {
-    uint64_t dim = 0;
-    if (!readCount(d, uint64_t(INT64_MAX), dim))
-      return invalidArgument(where + "shape entries must be integers in [0, 2^63), got " +
-                             (d.is_primitive() ? d.dump() : std::string("a nested value")));
-    t.shape.push_back(int64_t(dim));
-    overflow = overflow || __builtin_mul_overflow(elements, dim, &elements);
-  }
-  uint64_t begin = 0, end = 0;
-  if (!readCount((*offIt)[0], UINT64_MAX, begin) || !readCount((*offIt)[1], UINT64_MAX, end))
-    return invalidArgument(where + "'data_offsets' entries must be non-negative integers");
+  for (int64_t dim : t.shape)
+    overflow = overflow || __builtin_mul_overflow(elements, uint64_t(dim), &elements);
+  const uint64_t begin = e.begin, end = e.end;
   std::string offsets = "data_offsets [" + std::to_string(begin) + ", " + std::to_string(end) + "]";
   if (begin > end)
     return invalidArgument(where + offsets + " end before begin");
@@ -254,7 +213,6 @@ Status parseTensorEntry(const std::string &file, const std::string &name, const 
     return invalidArgument(where + "shape " + shapeString(t.shape) + " overflows 64 bits");
   }
   t.nbytes = end - begin;
-  span = {begin, end, nullptr};
   return Status::ok();
 }
 
@@ -284,7 +242,7 @@ Status Checkpoint::addFile(const std::string &file, std::map<std::string, Tensor
   const auto *bytes = static_cast<const unsigned char *>(base);
 
   uint64_t headerLen = 0;
-  for (int i = 7; i >= 0; --i)  // little-endian on every host
+  for (int i = 7; i >= 0; --i)  // the format's length is little-endian, whatever the host
     headerLen = (headerLen << 8) | bytes[i];
   if (headerLen > kMaxHeaderBytes)
     return invalidArgument(where + "header length " + std::to_string(headerLen) + " exceeds the " +
@@ -294,37 +252,25 @@ Status Checkpoint::addFile(const std::string &file, std::map<std::string, Tensor
                            " runs past the end of the file (" + std::to_string(size) +
                            " bytes; truncated?)");
   const char *headerBegin = reinterpret_cast<const char *>(bytes + 8);
-  std::string duplicate;
-  Result<json> header = parseJson(where + "header", headerBegin, headerBegin + headerLen, &duplicate);
-  if (!header)
-    return header.status();
-  if (!header->is_object())
-    return invalidArgument(where + "header is not a JSON object");
-  if (!duplicate.empty())
-    return invalidArgument(where + "tensor " + inQuotes(duplicate) + " appears twice in the header");
+  std::vector<HeaderEntry> entries;
+  Status parsed = safetensors_json::parseHeader(headerBegin, headerBegin + headerLen, entries);
+  if (!parsed)
+    return invalidArgument(where + parsed.message());
 
   const uint64_t dataStart = 8 + headerLen, dataBytes = size - dataStart;
-  std::map<std::string, TensorInfo> local;
+  // Straight into |out|: it is fresh (a new Checkpoint or a new shard's map), and dropped on error.
   std::vector<Span> spans;
-  for (auto it = header->begin(); it != header->end(); ++it) {
-    if (it.key() == "__metadata__") {
-      bool ok = it->is_object();
-      for (auto m = it->begin(); ok && m != it->end(); ++m)
-        ok = m->is_string();
-      if (!ok)
-        return invalidArgument(where + "'__metadata__' must map strings to strings");
-      continue;
-    }
+  spans.reserve(entries.size());
+  for (HeaderEntry &e : entries) {
     TensorInfo t;
-    Span span{};
-    Status s = parseTensorEntry(file, it.key(), *it, dataBytes, t, span);
+    Status s = validateEntry(file, e, dataBytes, t);
     if (!s)
       return s;
-    t.data = bytes + dataStart + span.begin;
-    auto placed = local.emplace(it.key(), std::move(t));
-    span.name = &placed.first->first;
-    spans.push_back(span);
+    t.data = bytes + dataStart + e.begin;
+    auto placed = out.emplace(e.name, std::move(t));  // names are unique: the parser checked
+    spans.push_back({e.begin, e.end, &placed.first->first});
   }
+  std::vector<HeaderEntry>().swap(entries);  // a big header's parse results go before the sort
 
   // Tensors must not share bytes: one that overlaps another means the offsets lie.
   std::sort(spans.begin(), spans.end(), [](const Span &a, const Span &b) {
@@ -343,8 +289,6 @@ Status Checkpoint::addFile(const std::string &file, std::map<std::string, Tensor
       previous = &s;
   }
 
-  for (auto &entry : local)
-    out.emplace(entry.first, std::move(entry.second));
   mapped_.push_back(std::move(mapped));
   return Status::ok();
 }
@@ -355,7 +299,10 @@ Status Checkpoint::addFile(const std::string &file, std::map<std::string, Tensor
 
 Checkpoint::~Checkpoint() = default;
 
-Result<std::unique_ptr<Checkpoint>> Checkpoint::open(const std::string &path) {
+Result<std::unique_ptr<Checkpoint>> Checkpoint::open(const std::string &given) {
+  std::string path = given;
+  while (path.size() > 1 && path.back() == '/')  // "dir/" names files "dir/x", not "dir//x"
+    path.pop_back();
   std::unique_ptr<Checkpoint> ckpt(new Checkpoint());
   ckpt->path_ = path;
   struct stat st;
@@ -391,28 +338,21 @@ Status Checkpoint::openIndex(const std::string &indexFile) {
   Result<std::string> text = readSmallFile(indexFile, kMaxIndexBytes);
   if (!text)
     return Status(text.status().code(), "safetensors index: " + text.status().message());
-  Result<json> index = parseJson(where.substr(0, where.size() - 2), text->data(),
-                                 text->data() + text->size(), nullptr);
-  if (!index)
-    return index.status();
-  if (!index->is_object())
-    return invalidArgument(where + "not a JSON object");
-  auto mapIt = index->find("weight_map");
-  if (mapIt == index->end() || !mapIt->is_object())
-    return invalidArgument(where + "missing or non-object 'weight_map'");
+  std::vector<std::pair<std::string, std::string>> weightMap;
+  Status parsed = safetensors_json::parseIndex(text->data(), text->data() + text->size(), weightMap);
+  if (!parsed) {
+    // Every index message starts with "index"; name the file right after that word.
+    return invalidArgument("safetensors index " + inQuotes(indexFile) + parsed.message().substr(5));
+  }
 
   // Shard names come from an untrusted file: keep them inside the index's directory.
   std::vector<std::string> shards;
-  for (auto it = mapIt->begin(); it != mapIt->end(); ++it) {
-    if (!it->is_string())
-      return invalidArgument(where + "weight_map entry for tensor " + inQuotes(it.key()) +
-                             " is not a file name");
-    const std::string shard = it->get<std::string>();
+  for (const auto &[tensor, shard] : weightMap) {
     bool escapes = shard.empty() || shard[0] == '/' || shard == ".." ||
                    shard.rfind("../", 0) == 0 || shard.find("/../") != std::string::npos ||
                    endsWith(shard, "/..") || shard.find('\0') != std::string::npos;
     if (escapes)
-      return invalidArgument(where + "tensor " + inQuotes(it.key()) + " names shard " +
+      return invalidArgument(where + "tensor " + inQuotes(tensor) + " names shard " +
                              inQuotes(shard) + ", which is not a file inside the index's directory");
     if (std::find(shards.begin(), shards.end(), shard) == shards.end())
       shards.push_back(shard);
@@ -426,10 +366,9 @@ Status Checkpoint::openIndex(const std::string &indexFile) {
     if (!s)
       return Status(s.code(), s.message() + " (shard named by " + inQuotes(indexFile) + ")");
   }
-  for (auto it = mapIt->begin(); it != mapIt->end(); ++it) {
-    const std::string shard = it->get<std::string>();
-    if (!byShard[shard].count(it.key()))
-      return notFound(where + "tensor " + inQuotes(it.key()) + " is mapped to " +
+  for (const auto &[tensor, shard] : weightMap) {
+    if (!byShard[shard].count(tensor))
+      return notFound(where + "tensor " + inQuotes(tensor) + " is mapped to " +
                       inQuotes(dir + "/" + shard) + ", which has no such tensor");
   }
   // A tensor stored in two shards is ambiguous, whichever one the weight_map names.
