@@ -26,6 +26,10 @@ else
   "$PY" -c 'import sys; from hybridgen.models.builtin import write_builtin_model as w; w(sys.argv[1])' \
     "$MODEL"
 fi
+# No GPU here: the GPU side is modelled with a KV budget of 32 tokens per sequence and layer, so
+# the scheduler splits every layer's attention (the split per layer in the summary).
+echo "demo: GPU side modelled with a 32-token KV budget per layer; attention past it runs on the CPU"
 echo "question: $QUESTION"
 echo "answer:"
-exec "$PY" -m hybridgen run "$MODEL" --chat --prompt "$QUESTION" --max-new-tokens 48 "$@"
+exec "$PY" -m hybridgen run "$MODEL" --chat --prompt "$QUESTION" --max-new-tokens 48 \
+  --gpu-tokens 32 "$@"

@@ -94,6 +94,15 @@ def test_truncate_file(tmp_path):
         truncate_file(f, size)
 
 
+def test_truncate_the_last_shard_of_a_directory(tmp_path):
+    write_random_checkpoint(tmp_path, tiny_config("opt"), shards=3)
+    last = tmp_path / "model-00003-of-00003.safetensors"
+    sizes = {p.name: p.stat().st_size for p in tmp_path.glob("*.safetensors")}
+    assert truncate_file(tmp_path, 5) == last
+    assert last.stat().st_size == sizes[last.name] - 5
+    assert all(p.stat().st_size == sizes[p.name] for p in tmp_path.glob("*.safetensors") if p != last)
+
+
 def test_lie_about_offsets(tmp_path):
     w = write_random_checkpoint(tmp_path, tiny_config("llama"))
     f = tmp_path / "model.safetensors"

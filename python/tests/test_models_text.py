@@ -24,6 +24,10 @@ def test_stream_holds_back_split_characters(codec):
     assert "\ufffd" not in "".join(pieces)
     # The second byte of é completes it: only then does it come out, whole.
     assert pieces[1] == "" and pieces[2] == "é"
+    # A character that never completes comes out at the end, as the replacement character.
+    stream = codec.stream()
+    held = [stream.push(t) for t in codec.encode("ok 東")[:-1]]
+    assert "".join(held) == "ok " and stream.flush() == "\ufffd"
 
 
 def test_chat_template_and_end_tokens(codec):

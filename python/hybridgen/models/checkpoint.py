@@ -234,8 +234,13 @@ def _entry(header: dict, name: str, where: Path) -> dict:
 
 
 def truncate_file(path, drop_bytes: int = 1) -> Path:
-    """Cuts the last |drop_bytes| bytes off a .safetensors file (the last tensor is then short)."""
+    """Cuts the last |drop_bytes| bytes off a .safetensors file (the last tensor is then short);
+    |path| may be a checkpoint directory: its model.safetensors, or its last shard."""
     path = Path(path)
+    if path.is_dir():
+        index = path / "model.safetensors.index.json"
+        path = path / (sorted(set(json.loads(index.read_text())["weight_map"].values()))[-1]
+                       if index.exists() else "model.safetensors")
     size = path.stat().st_size
     if not 0 < drop_bytes < size:
         raise ModelError(f"truncate_file: cannot drop {drop_bytes} of {size} bytes")

@@ -20,6 +20,9 @@ def _parser() -> argparse.ArgumentParser:
     imp.add_argument("outdir", help="directory for config.json, model.safetensors, tokenizer.json")
     imp.add_argument("--dtype", choices=("float32", "bfloat16"), default="float32",
                      help="dtype of the written weights (default float32)")
+    imp.add_argument("--shard-mib", type=int, default=2048,
+                     help="weights beyond this many MiB go into shards with an index (default "
+                          "2048); memory holds one shard at a time")
     imp.add_argument("--force", action="store_true",
                      help="import again even if OUTDIR already holds this file's import")
 
@@ -39,6 +42,11 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--kv-dtype", default=None, help="KV cache dtype (default: the model's)")
     run.add_argument("--max-context", type=int, default=None,
                      help="KV capacity per sequence (default: what the run needs, at least 4096)")
+    run.add_argument("--gpu-tokens", type=int, default=None,
+                     help="KV budget per sequence and layer of the (modelled) GPU side; the "
+                          "scheduler splits attention past it (default: the Model's)")
+    run.add_argument("--weight-dtype", default=None,
+                     help="weight dtype the model dir is compiled for (default: the Model's)")
     run.add_argument("--tokenizer", default=None,
                      help="directory with tokenizer.json (default: MODEL itself)")
     run.add_argument("--show-ids", action="store_true", help="print the generated token ids too")
@@ -58,15 +66,18 @@ def _import_gguf(args) -> int:
     if src.is_file():
         st = src.stat()
         key = {"source": str(src.resolve()), "size": st.st_size, "mtime": st.st_mtime,
-               "dtype": args.dtype}
-    if key and not args.force and stamp.is_file() and (out / "model.safetensors").is_file():
+               "dtype": args.dtype, "shard_mib": args.shard_mib}
+    weights_there = (out / "model.safetensors").is_file() or \
+        (out / "model.safetensors.index.json").is_file()
+    if key and not args.force and stamp.is_file() and weights_there:
         try:
             if json.loads(stamp.read_text()) == key:
                 print(f"import-gguf: {out} is up to date with {src.name}")
                 return 0
         except ValueError:
             pass
-    cfg = import_gguf(src, out, dtype=args.dtype)
+    stamp.unlink(missing_ok=True)  # an import that fails half way must not look up to date
+    cfg = import_gguf(src, out, dtype=args.dtype, shard_bytes=args.shard_mib << 20)
     if key:
         stamp.write_text(json.dumps(key) + "\n")
     print(f"import-gguf: {src.name} -> {out} ({cfg['num_hidden_layers']} layers, hidden "

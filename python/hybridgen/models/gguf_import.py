@@ -141,42 +141,49 @@ def _f32(x) -> float:
     return float(str(np.float32(x)))
 
 
-def _dequantize(t) -> np.ndarray:
+def _dequantize_rows(t, data) -> np.ndarray:
     from gguf import GGMLQuantizationType, quants
 
-    shape = tuple(int(s) for s in reversed(t.shape.tolist()))  # GGUF lists ne0 (innermost) first
     if t.tensor_type in (GGMLQuantizationType.F32, GGMLQuantizationType.F64):
-        return np.asarray(t.data, dtype=np.float32).reshape(shape)
+        return np.asarray(data, dtype=np.float32)
     try:
-        out = quants.dequantize(t.data, t.tensor_type)
+        return np.asarray(quants.dequantize(data, t.tensor_type), dtype=np.float32)
     except NotImplementedError as e:
         raise UnsupportedModelError(f"tensor '{t.name}': quant type {t.tensor_type.name} cannot be "
                                     f"dequantized ({e})") from e
-    return np.asarray(out, dtype=np.float32).reshape(shape)
 
 
-def _weights(reader, meta: _Meta, cfg: dict) -> dict:
-    out = {}
-    for t in reader.tensors:
-        name = t.name
-        if name in _GLOBAL_TENSORS:
-            hf = _GLOBAL_TENSORS[name]
-        elif name.startswith("blk.") and name.split(".", 2)[2] in _LAYER_TENSORS:
-            layer, rest = name.split(".", 2)[1:]
-            hf = f"model.layers.{int(layer)}.{_LAYER_TENSORS[rest]}"
-        elif name == "rope_freqs.weight":
-            raise UnsupportedModelError(f"{meta.path}: tensor 'rope_freqs.weight' (llama.cpp's form "
-                                        "of Llama 3.1 RoPE scaling) is not supported")
-        else:
-            raise UnsupportedModelError(f"{meta.path}: tensor '{name}' is not part of a supported "
-                                        "llama model")
-        w = _dequantize(t)
-        if name.endswith("attn_q.weight"):
-            w = unpermute_rope_rows(w, cfg["num_attention_heads"])
-        elif name.endswith("attn_k.weight"):
-            w = unpermute_rope_rows(w, cfg["num_key_value_heads"])
-        out[hf] = np.ascontiguousarray(w)
-    return out
+def _dequantize(t) -> np.ndarray:
+    shape = tuple(int(s) for s in reversed(t.shape.tolist()))  # GGUF lists ne0 (innermost) first
+    return _dequantize_rows(t, t.data).reshape(shape)
+
+
+def _check_dequantizable(t):
+    """Fails before anything is written when |t|'s quant type cannot be read (one row is tried)."""
+    _dequantize_rows(t, t.data[:1] if t.data.ndim > 1 else t.data)
+
+
+def _hf_name(name: str, meta: _Meta) -> str:
+    if name in _GLOBAL_TENSORS:
+        return _GLOBAL_TENSORS[name]
+    if name.startswith("blk.") and name.count(".") >= 2 and name.split(".", 2)[2] in _LAYER_TENSORS:
+        layer, rest = name.split(".", 2)[1:]
+        return f"model.layers.{int(layer)}.{_LAYER_TENSORS[rest]}"
+    if name == "rope_freqs.weight":
+        raise UnsupportedModelError(f"{meta.path}: tensor 'rope_freqs.weight' (llama.cpp's form "
+                                    "of Llama 3.1 RoPE scaling) is not supported")
+    raise UnsupportedModelError(f"{meta.path}: tensor '{name}' is not part of a supported llama "
+                                "model")
+
+
+def _hf_tensor(t, cfg: dict) -> np.ndarray:
+    """Tensor |t| dequantized to float32, q/k rows back in HF order."""
+    w = _dequantize(t)
+    if t.name.endswith("attn_q.weight"):
+        w = unpermute_rope_rows(w, cfg["num_attention_heads"])
+    elif t.name.endswith("attn_k.weight"):
+        w = unpermute_rope_rows(w, cfg["num_key_value_heads"])
+    return np.ascontiguousarray(w)
 
 
 def _tokenizer(meta: _Meta):
@@ -231,10 +238,14 @@ def _tokenizer(meta: _Meta):
     return tk, tk_config
 
 
-def import_gguf(gguf_path, outdir, *, dtype: str = "float32") -> dict:
-    """Converts |gguf_path| into an HF checkpoint directory |outdir|; returns its config dict."""
-    from safetensors.numpy import save_file
+DEFAULT_SHARD_BYTES = 2 << 30
 
+
+def import_gguf(gguf_path, outdir, *, dtype: str = "float32",
+                shard_bytes: int = DEFAULT_SHARD_BYTES) -> dict:
+    """Converts |gguf_path| into an HF checkpoint directory |outdir|; returns its config dict.
+    Weights past |shard_bytes| go into shards (model-0000i-of-0000N.safetensors and
+    model.safetensors.index.json); only one shard's tensors are held in memory at a time."""
     if dtype not in ("float32", "bfloat16"):
         raise GgufImportError(f"import-gguf: dtype {dtype!r} is not float32 or bfloat16")
     path = Path(gguf_path)
@@ -247,14 +258,15 @@ def import_gguf(gguf_path, outdir, *, dtype: str = "float32") -> dict:
     tokenizer, tk_config = _tokenizer(meta)
     names = {t.name for t in reader.tensors}
     cfg = _config(meta, arch, tokenizer.get_vocab_size(), tied="output.weight" not in names)
-    weights = _weights(reader, meta, cfg)
-    _check_complete(weights, cfg, path)
+    tensors = {_hf_name(t.name, meta): t for t in reader.tensors}
+    for t in tensors.values():
+        _check_dequantizable(t)
+    _check_complete({k: tuple(int(d) for d in reversed(t.shape.tolist())) for k, t in tensors.items()},
+                    cfg, path)
     out = Path(outdir)
     out.mkdir(parents=True, exist_ok=True)
     cfg["torch_dtype"] = dtype
-    store = np.float32 if dtype == "float32" else ml_dtypes.bfloat16
-    save_file({k: np.ascontiguousarray(v.astype(store)) for k, v in weights.items()},
-              str(out / "model.safetensors"), metadata={"format": "pt", "source": path.name})
+    _write_weights(tensors, cfg, out, dtype, shard_bytes, path.name)
     (out / "config.json").write_text(json.dumps(cfg, indent=2) + "\n")
     tokenizer.save(str(out / "tokenizer.json"))
     (out / "tokenizer_config.json").write_text(json.dumps(tk_config, indent=2) + "\n")
@@ -263,15 +275,50 @@ def import_gguf(gguf_path, outdir, *, dtype: str = "float32") -> dict:
     return cfg
 
 
-def _check_complete(weights: dict, cfg: dict, path: Path):
+def _check_complete(shapes: dict, cfg: dict, path: Path):
+    """Every tensor |cfg| implies is there with its shape (before anything is dequantized)."""
     from .checkpoint import weight_shapes
 
     for name, shape in weight_shapes(cfg).items():
-        if name not in weights:
+        if name not in shapes:
             raise GgufImportError(f"{path}: no tensor for '{name}'")
-        if tuple(weights[name].shape) != tuple(shape):
-            raise GgufImportError(f"{path}: tensor for '{name}' has shape "
-                                  f"{list(weights[name].shape)}, config implies {list(shape)}")
+        if tuple(shapes[name]) != tuple(shape):
+            raise GgufImportError(f"{path}: tensor for '{name}' has shape {list(shapes[name])}, "
+                                  f"config implies {list(shape)}")
+
+
+def _write_weights(tensors: dict, cfg: dict, out: Path, dtype: str, shard_bytes: int, source: str):
+    from safetensors.numpy import save_file
+
+    store = np.float32 if dtype == "float32" else ml_dtypes.bfloat16
+    size = np.dtype(store).itemsize
+    # Shards planned from the sizes up front, so each file can be named ...-of-N when written.
+    shards, current, used = [], [], 0
+    for name, t in tensors.items():
+        nbytes = int(np.prod([int(d) for d in t.shape.tolist()])) * size
+        if current and used + nbytes > shard_bytes:
+            shards.append(current)
+            current, used = [], 0
+        current.append(name)
+        used += nbytes
+    shards.append(current)
+    for old in list(out.glob("model*.safetensors")) + [out / "model.safetensors.index.json"]:
+        old.unlink(missing_ok=True)  # a previous import's files, possibly sharded differently
+    meta = {"format": "pt", "source": source}
+    if len(shards) == 1:
+        save_file({k: _hf_tensor(tensors[k], cfg).astype(store) for k in shards[0]},
+                  str(out / "model.safetensors"), metadata=meta)
+        return
+    weight_map, total = {}, 0
+    for i, names in enumerate(shards):
+        fname = f"model-{i + 1:05d}-of-{len(shards):05d}.safetensors"
+        chunk = {k: _hf_tensor(tensors[k], cfg).astype(store) for k in names}
+        save_file(chunk, str(out / fname), metadata=meta)
+        total += sum(a.nbytes for a in chunk.values())
+        weight_map.update({k: fname for k in names})
+        del chunk
+    (out / "model.safetensors.index.json").write_text(json.dumps(
+        {"metadata": {"total_size": total}, "weight_map": weight_map}, indent=2) + "\n")
 
 
 def find_smollm2_gguf() -> Optional[Path]:

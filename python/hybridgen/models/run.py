@@ -80,6 +80,56 @@ def print_summary(stats: dict, measured: dict, out):
         print(f"{k.replace('_', ' ')}: {_fmt(v)}", file=out)
 
 
+def greedy_decode(m, logits, max_new_tokens: int, eos=(), on_token=None):
+    """Greedy tokens of every sequence of hybridgen.Model |m| from the prefill's |logits|
+    [batch, vocab]: (token lists, decode steps run). A sequence stops at an id in |eos| (kept);
+    the others go on, and |on_token| gets sequence 0's tokens as they come, until it stops."""
+    batch = np.asarray(logits).shape[0]
+    outs = [[] for _ in range(batch)]
+    done = [False] * batch
+    steps = 0
+    for step in range(max_new_tokens):
+        toks = np.asarray(np.argmax(np.asarray(logits).reshape(batch, -1), axis=-1), dtype=np.int32)
+        first_live = not done[0]
+        for b in range(batch):
+            if not done[b]:
+                outs[b].append(int(toks[b]))
+                done[b] = int(toks[b]) in eos
+        if on_token is not None and first_live:
+            on_token(int(toks[0]))
+        if all(done) or step == max_new_tokens - 1:
+            break
+        logits = m.decode(toks)
+        steps += 1
+    return outs, steps
+
+
+def generate_text(model, prompt: str, tokenizer, *, chat: bool = True, system=None,
+                  max_new_tokens: int = 64, on_text=None) -> str:
+    """The greedy answer of hybridgen.Model |model| to text |prompt| (every sequence of the batch
+    gets it; sequence 0's answer is returned). |tokenizer|: a model dir or a TextCodec; |chat| applies
+    its chat template; |on_text| gets the answer's text as it comes. Resets the model's KV first."""
+    codec = tokenizer if isinstance(tokenizer, TextCodec) else TextCodec(tokenizer)
+    ids = codec.encode_chat(prompt, system) if chat else codec.encode(prompt)
+    model.reset()
+    batch = int(getattr(model, "batch", 1))
+    logits = model.prefill(np.tile(np.asarray(ids, dtype=np.int32), (batch, 1)))
+    stream = codec.stream()
+    pieces = []
+
+    def emit(token):
+        piece = stream.push(token)
+        pieces.append(piece)
+        if on_text is not None and piece:
+            on_text(piece)
+
+    greedy_decode(model, logits, max_new_tokens, codec.eos_token_ids, on_token=emit)
+    rest = stream.flush()
+    if on_text is not None and rest:
+        on_text(rest)
+    return "".join(pieces) + rest
+
+
 def run_text(args, out=None, err=None) -> int:
     out = out or sys.stdout
     err = err or sys.stderr
@@ -104,8 +154,11 @@ def run_text(args, out=None, err=None) -> int:
         raise ModelError("run: --chat needs --prompt")
     Model = _model_class()
     need = args.context + len(ids) + args.max_new_tokens + 1
+    # Options beyond the contract's are passed only when given, so any Model takes the defaults.
+    extra = {k: v for k, v in (("gpu_tokens", getattr(args, "gpu_tokens", None)),
+                               ("weight_dtype", getattr(args, "weight_dtype", None))) if v is not None}
     m = Model(args.model, kv_dtype=args.kv_dtype, threads=args.threads, policy=args.policy,
-              batch=args.batch, max_context=args.max_context or max(4096, need))
+              batch=args.batch, max_context=args.max_context or max(4096, need), **extra)
     vocab = int(m.config["vocab_size"])
     if ids and (min(ids) < 0 or max(ids) >= vocab):
         raise ModelError(f"run: prompt token ids must be in [0, {vocab})")
@@ -134,30 +187,19 @@ def run_text(args, out=None, err=None) -> int:
 
     eos = codec.eos_token_ids if codec else set()
     stream = codec.stream() if codec else None
-    outs = [[] for _ in range(args.batch)]
-    done = [False] * args.batch
+
+    def show(token):  # sequence 0 as text while it runs (special tokens decode to nothing)
+        out.write(stream.push(token))
+        out.flush()
+
     t0 = time.perf_counter()
-    steps = 0
-    for step in range(args.max_new_tokens):
-        toks = np.asarray(np.argmax(np.asarray(logits).reshape(args.batch, -1), axis=-1),
-                          dtype=np.int32)
-        streaming = stream is not None and not done[0]
-        for b in range(args.batch):
-            if not done[b]:
-                outs[b].append(int(toks[b]))
-                done[b] = int(toks[b]) in eos
-        if streaming:  # sequence 0 as text while it runs (special tokens decode to nothing)
-            out.write(stream.push(int(toks[0])))
-            out.flush()
-        if all(done) or step == args.max_new_tokens - 1:
-            break
-        logits = m.decode(toks)
-        steps += 1
+    outs, steps = greedy_decode(m, logits, args.max_new_tokens, eos,
+                                on_token=show if stream is not None else None)
     t_decode = time.perf_counter() - t0
     if stream is None:
         print(" ".join(map(str, outs[0])), file=out)
     else:
-        print(file=out)
+        print(stream.flush(), file=out)
     if args.batch > 1 and codec is not None:
         for b in range(1, args.batch):
             if outs[b] != outs[0]:

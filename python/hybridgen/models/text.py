@@ -112,3 +112,9 @@ class StreamDecoder:
             return ""
         new, self.text = full[len(self.text):], full
         return new
+
+    def flush(self) -> str:
+        """What is still held back at the end (bytes that never completed a character)."""
+        full = self.codec.decode(self.ids)
+        new, self.text = full[len(self.text):], full
+        return new
