@@ -249,3 +249,16 @@ def test_cached_artifact_is_rebuilt_for_a_newer_config_or_another_generator(tmp_
     os.utime(art / "metadata.json", ns=(first + 10**9, first + 10**9))
     hg.compile_model(tmp_path / "m", art)
     assert so.stat().st_mtime_ns != first  # another generator's artifact: rebuilt
+
+
+def test_bf16_kv_runs_and_f16_kv_is_refused(built, tmp_path):
+    model_dir, cfg, weights, art = built("qwen2")
+    ids = prompt(20, cfg["vocab_size"], 12)
+    m = hg.Model(art, kv_dtype="bf16", max_context=32, weights=str(model_dir))
+    assert m.kv_dtype == "bf16"
+    # bf16 K/V: rounding of the cache only, far inside what bf16 allows.
+    assert rel_err(m.prefill(ids[None, :], all_logits=True)[0],
+                   models.forward(cfg, weights, ids)) <= 2e-2
+    f16 = hg.compile_model(model_dir, tmp_path / "art16", kv_dtypes=("f16",))
+    with pytest.raises(hg.ArgumentError, match="f16"):
+        hg.Model(f16, weights=str(model_dir))

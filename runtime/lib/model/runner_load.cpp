@@ -28,8 +28,8 @@ Result<DType> poolDType(const std::string &name) {
   if (name == "bf16")
     return DType::kBF16;
   if (name == "f16")
-    return DType::kF16;
-  return invalidArgument("kv dtype must be f32, bf16 or f16, got '" + name + "'");
+    return invalidArgument("kv dtype f16 is not supported by the model runner yet (f32, bf16)");
+  return invalidArgument("kv dtype must be f32 or bf16, got '" + name + "'");
 }
 
 bool sameDType(TensorDType t, ElemType e) {
