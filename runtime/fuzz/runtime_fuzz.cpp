@@ -346,7 +346,7 @@ void Harness::opsOnPool(FuzzedDataProvider &in, int op) {
     std::vector<int32_t> order;
     for (int i = in.ConsumeIntegralInRange<int>(0, 4); i > 0; --i)
       order.push_back(in.ConsumeIntegralInRange<int32_t>(-1, pool->topology().tierCount()));
-    bool valid = !order.empty();
+    bool valid = !order.empty() && std::set<int32_t>(order.begin(), order.end()).size() == order.size();
     for (int32_t t : order)
       valid = valid && t >= 0 && t < pool->topology().tierCount();
     FUZZ_CHECK(pool->setAppendTierOrder(order).isOk() == valid);

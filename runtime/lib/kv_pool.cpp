@@ -147,9 +147,15 @@ TierUsage KvPool::tierUsage(int32_t tier) const {
 Status KvPool::setAppendTierOrder(std::vector<int32_t> order) {
   if (order.empty())
     return invalidArgument("pool: empty append tier order");
-  for (int32_t t : order)
+  std::vector<bool> seen(size_t(topo_.tierCount()), false);
+  for (int32_t t : order) {
     if (t < 0 || t >= topo_.tierCount())
       return invalidArgument("pool: append tier order names tier " + std::to_string(t));
+    // A tier listed twice would count its free blocks twice when an append checks for room.
+    if (seen[size_t(t)])
+      return invalidArgument("pool: append tier order names tier " + std::to_string(t) + " twice");
+    seen[size_t(t)] = true;
+  }
   appendOrder_ = std::move(order);
   return Status::ok();
 }

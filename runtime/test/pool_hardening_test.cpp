@@ -139,6 +139,20 @@ TEST(PoolHardening, LayoutsWhoseSizesOverflowAreRefused) {
   EXPECT_EQ(KvPool::create(test::makeTopology(many), pc).status().code(), ErrorCode::kInvalidArgument);
 }
 
+TEST(PoolHardening, AppendTierOrderNamesEachTierOnce) {
+  // {dram, dram} counted dram's free blocks twice: an append that passed the room check then
+  // found no block to allocate and threw from inside the pool.
+  Fixture f;
+  EXPECT_EQ(f.pool->setAppendTierOrder({1, 1}).code(), ErrorCode::kInvalidArgument);
+  EXPECT_EQ(f.pool->setAppendTierOrder({}).code(), ErrorCode::kInvalidArgument);
+  EXPECT_EQ(f.pool->setAppendTierOrder({0, 3}).code(), ErrorCode::kInvalidArgument);
+  EXPECT_TRUE(f.pool->setAppendTierOrder({1}).isOk());
+  const int64_t room = f.pool->freeBlocks(1);
+  EXPECT_EQ(f.pool->appendTokens(f.b, (room + 1) * 16).status().code(), ErrorCode::kExhausted);
+  EXPECT_TRUE(f.pool->appendTokens(f.b, 9 + room * 16).isOk()); // b's partial block, then all of dram
+  EXPECT_EQ(f.pool->freeBlocks(1), 0);
+}
+
 TEST(PoolHardening, SequencesStopAtTheInt32LengthOfTheKernelContract) {
   // A pool big enough that INT32_MAX tokens of 64-byte blocks would fit in id space is not needed:
   // the limit is checked before room, so even a small pool names the real reason.
