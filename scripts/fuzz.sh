@@ -54,8 +54,11 @@ run_target() {
   mkdir -p "$corpus" "$findings"
   local log="$findings/last-run.log"
   local start=$SECONDS
+  # Long inputs from the start (-len_control=0): one input is a whole operation sequence, and the
+  # pool setup alone takes about 20 bytes, so libFuzzer's slow default length growth would spend the
+  # first minutes on sequences of one or two operations.
   local args=(-max_total_time="$time_s" -timeout=20 -rss_limit_mb=4096 -print_final_stats=1
-              -artifact_prefix="$findings/")
+              -max_len=1024 -len_control=0 -artifact_prefix="$findings/")
   rm -f "$findings"/fuzz-*.log
   if [ "$jobs" -gt 1 ]; then
     # Workers share the corpus; each writes fuzz-N.log in the current directory.
