@@ -86,6 +86,16 @@ Status KvPool::init() {
   size_t arrayBytes = 0;
   if (!checkedSize(&arrayBytes, totalBlocks_, bb) || arrayBytes > SIZE_MAX - page)
     return tooMany();
+  // The arrays are reserved lazily (MAP_NORESERVE), but the per-block bookkeeping (owner, logical
+  // index, hits, free lists) is written at once: refuse sizes that would exhaust the machine
+  // (tiny blocks over terabyte tiers) instead of being killed for memory while filling it.
+  const size_t bookkeeping = size_t(totalBlocks_) * (sizeof(int64_t) + sizeof(int32_t) + sizeof(uint64_t)) +
+                             size_t(usable) * sizeof(int32_t);
+  const long physPages = sysconf(_SC_PHYS_PAGES);
+  if (physPages > 0 && bookkeeping > size_t(physPages) * page / 4)
+    return exhausted("pool: " + std::to_string(totalBlocks_) + " block ids need " +
+                     std::to_string(bookkeeping >> 20) + " MiB of bookkeeping, more than a quarter "
+                     "of this machine's memory; raise blockSize or lower the tier capacities");
   mapBytes_ = (arrayBytes + page - 1) / page * page;
   for (int32_t layer = 0; layer < cfg_.numLayers; ++layer) {
     for (auto *arrays : {&kArrays_, &vArrays_}) {

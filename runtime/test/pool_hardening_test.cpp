@@ -139,6 +139,16 @@ TEST(PoolHardening, LayoutsWhoseSizesOverflowAreRefused) {
   EXPECT_EQ(KvPool::create(test::makeTopology(many), pc).status().code(), ErrorCode::kInvalidArgument);
 }
 
+TEST(PoolHardening, BookkeepingBeyondTheMachineIsRefused) {
+  // About 2^31 block ids of 64 bytes (K+V) fit the id space but need ~48 GiB of per-block
+  // bookkeeping: an error, not an allocation that gets the process killed.
+  PoolConfig pc;
+  pc.layout = KvLayout{1, 16, 1, DType::kF16};
+  std::string cfg = "kind=dram,node=0,bandwidth=10,capacity=" + std::to_string((int64_t(INT32_MAX) - (1 << 22)) * 64);
+  auto r = KvPool::create(test::makeTopology(cfg), pc);
+  EXPECT_EQ(r.status().code(), ErrorCode::kExhausted) << r.status().message();
+}
+
 TEST(PoolHardening, AppendTierOrderNamesEachTierOnce) {
   // {dram, dram} counted dram's free blocks twice: an append that passed the room check then
   // found no block to allocate and threw from inside the pool.
