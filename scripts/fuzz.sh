@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # fuzz.sh: build and run a libFuzzer target for as long as asked, keeping its corpus.
 #
-#   scripts/fuzz.sh runtime [--time SECONDS] [--corpus DIR] [--jobs N] [--junit FILE] [-- ARGS...]
+#   scripts/fuzz.sh runtime [--time|--seconds SECONDS] [--corpus DIR] [--jobs N] [--junit FILE]
+#                           [-- ARGS...]
 #
 # runtime: the runtime target (runtime/fuzz/runtime_fuzz.cpp: pool, scheduler, placement, thread
 #          plan and C ABI against a shadow model), built with clang-22
@@ -16,7 +17,7 @@ set -uo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 FUZZ_DIR="${HYBRIDGEN_FUZZ_DIR:-$ROOT/build-fuzz}"
 
-usage() { sed -n '2,17p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 2; }
+usage() { sed -n '2,/^[^#]/p' "${BASH_SOURCE[0]}" | sed '$d; s/^# \{0,1\}//'; exit 2; }
 
 target="${1:-}"
 [ -n "$target" ] || usage
@@ -24,7 +25,7 @@ shift
 time_s=60 corpus="" jobs=1 junit="" extra=()
 while [ $# -gt 0 ]; do
   case "$1" in
-    --time) time_s="$2"; shift 2 ;;
+    --time|--seconds) time_s="$2"; shift 2 ;;
     --corpus) corpus="$2"; shift 2 ;;
     --jobs) jobs="$2"; shift 2 ;;
     --junit) junit="$2"; shift 2 ;;
@@ -33,16 +34,23 @@ while [ $# -gt 0 ]; do
   esac
 done
 
-# Writes a JUnit report with one test case named after the target (failed when $2 is non-empty).
+# Writes a JUnit report with one test case named after the target (failed when $2 is non-empty,
+# skipped when $4 is "skip").
 write_junit() {
   [ -n "$junit" ] || return 0
-  local name="$1" failure="$2" secs="$3"
+  local name="$1" failure="$2" secs="$3" kind="${4:-}"
   mkdir -p "$(dirname "$junit")"
   {
     echo '<?xml version="1.0" encoding="UTF-8"?>'
     echo "<testsuite name=\"fuzz\" tests=\"1\" failures=\"$([ -n "$failure" ] && echo 1 || echo 0)\">"
     echo "  <testcase classname=\"fuzz\" name=\"$name\" time=\"$secs\">"
-    [ -n "$failure" ] && echo "    <failure message=\"$(echo "$failure" | sed 's/&/\&amp;/g; s/</\&lt;/g; s/"/\&quot;/g')\"/>"
+    local msg
+    msg="$(echo "$failure" | sed 's/&/\&amp;/g; s/</\&lt;/g; s/"/\&quot;/g')"
+    if [ "$kind" = skip ]; then
+      echo "    <skipped message=\"$msg\"/>"
+    elif [ -n "$failure" ]; then
+      echo "    <failure message=\"$msg\"/>"
+    fi
     echo "  </testcase>"
     echo "</testsuite>"
   } >"$junit"
@@ -90,6 +98,11 @@ run_target() {
 
 case "$target" in
   runtime)
+    if ! ls /usr/lib/llvm-22/lib/clang/*/lib/linux/libclang_rt.fuzzer-x86_64.a >/dev/null 2>&1; then
+      echo "fuzz.sh runtime: clang-22 has no libFuzzer runtime; skipped"
+      write_junit runtime "clang-22 without libFuzzer" 0 skip
+      exit 0
+    fi
     build="$FUZZ_DIR/runtime"
     corpus="${corpus:-$FUZZ_DIR/corpus-runtime}"
     if [ ! -f "$build/build.ninja" ]; then
