@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # test.sh: set everything up, then run every suite (lit, runtime and driver unit tests, the runtime
-# under AddressSanitizer, pytest) and end with one line: `N passed, M failed`.
+# under AddressSanitizer and UndefinedBehaviorSanitizer, pytest, a bounded runtime fuzzer run) and
+# end with one line: `N passed, M failed`.
 set -uo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 # ccache keys on paths relative to the checkout, so a fresh clone elsewhere reuses the cache.
@@ -38,6 +39,22 @@ echo "== pytest"
 (cd "$ROOT" && "$ROOT/.venv/bin/python" -m pytest -q "$ROOT/python/tests" \
   --junitxml="$RESULTS/pytest.xml")
 
+echo "== runtime unit tests under UndefinedBehaviorSanitizer"
+UBSAN_BUILD="$BUILD-rt-ubsan"
+if [ ! -f "$UBSAN_BUILD/build.ninja" ]; then
+  cmake -S "$ROOT/runtime" -B "$UBSAN_BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Debug \
+    -DCMAKE_C_COMPILER=clang-22 -DCMAKE_CXX_COMPILER=clang++-22 \
+    -DCMAKE_CXX_COMPILER_LAUNCHER=ccache -DHYBRIDGEN_RT_UBSAN=ON -DHYBRIDGEN_RT_BENCH=OFF >/dev/null
+fi
+ninja -C "$UBSAN_BUILD" -j"$(nproc)" hybridgen_runtime_tests >/dev/null &&
+  UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 "$UBSAN_BUILD/hybridgen_runtime_tests" \
+    --gtest_output="xml:$RESULTS/runtime-ubsan.xml" --gtest_brief=1
+
+echo "== runtime fuzzer (bounded)"
+HYBRIDGEN_FUZZ_DIR="$BUILD-fuzz" HYBRIDGEN_JOBS="$(nproc)" bash "$ROOT/scripts/fuzz.sh" runtime --time 25 \
+  --junit "$RESULTS/fuzz-runtime.xml"
+
 "$ROOT/.venv/bin/python" "$ROOT/scripts/summarize_results.py" \
   "$RESULTS/lit.xml" "$RESULTS/runtime.xml" "$RESULTS/runtime-asan.xml" \
-  "$RESULTS/driver.xml" "$RESULTS/pytest.xml"
+  "$RESULTS/driver.xml" "$RESULTS/pytest.xml" \
+  "$RESULTS/runtime-ubsan.xml" "$RESULTS/fuzz-runtime.xml"

@@ -1,6 +1,10 @@
 """hybridgen: JIT-compile hybrid CPU+GPU decode attention and drive the tiered KV runtime from Python."""
 
 from . import _hybridgen as _native
+from ._errors import translate_module as _translate_module
+
+# First, before any name is imported from the extension: its argument mismatches raise ArgumentError.
+_translate_module(_native)
 from ._hybridgen import (
     ArgumentError,
     CompileError,

@@ -24,7 +24,7 @@ def dtype_name(dtype) -> str:
         return dtype
     try:
         dt = np.dtype(dtype)
-    except TypeError:
+    except (TypeError, ValueError):
         raise ArgumentError(f"unsupported dtype {dtype!r}; expected f32, f16 or bf16") from None
     if bfloat16 is not None and dt == bfloat16:
         return "bf16"
@@ -40,6 +40,8 @@ def numpy_dtype(name: str) -> np.dtype:
         if bfloat16 is None:
             raise ImportError("bf16 arrays need the ml_dtypes package")
         return bfloat16
+    if name not in _NUMPY_OF:
+        raise ArgumentError(f"unsupported dtype name {name!r}; expected f32, f16, bf16, i32 or i64")
     return _NUMPY_OF[name]
 
 

@@ -18,11 +18,13 @@ from .reference import Partial
 def _options(options: Union[None, Mapping[str, Any], "_native.CompileOptions"]):
     if isinstance(options, _native.CompileOptions):
         return options
+    if options is not None and not isinstance(options, Mapping):
+        raise _native.ArgumentError(f"options must be a CompileOptions or a mapping, got {type(options).__name__}")
     opts = _native.CompileOptions()
     for key, value in dict(options or {}).items():
-        if not hasattr(opts, key):
-            raise TypeError(f"unknown compile option {key!r}")
-        setattr(opts, key, value)
+        if not isinstance(key, str) or key.startswith("_") or not hasattr(opts, key):
+            raise _native.ArgumentError(f"unknown compile option {key!r}")
+        setattr(opts, key, value)  # a value of the wrong type: ArgumentError (hybridgen._errors)
     return opts
 
 
@@ -55,9 +57,12 @@ def _shape(a) -> tuple:
     shape = getattr(a, "shape", None)
     if shape is not None:
         return tuple(shape)
-    if hasattr(a, "__dlpack__"):
-        return np.from_dlpack(a).shape
-    return np.shape(a)  # not an array: the extension refuses it with a proper message
+    try:
+        if hasattr(a, "__dlpack__"):
+            return np.from_dlpack(a).shape
+        return np.shape(a)  # not an array: the extension refuses it with a proper message
+    except (TypeError, ValueError, RuntimeError, BufferError) as e:  # device tensors, ragged lists
+        raise _native.ArgumentError(f"expected an array, got {type(a).__name__}: {e}") from None
 
 
 class Function:
@@ -86,6 +91,8 @@ class Module:
     released while compiled code runs)."""
 
     def __init__(self, mlir: str, options=None):
+        if not isinstance(mlir, str):
+            raise _native.ArgumentError(f"MLIR must be given as str, got {type(mlir).__name__}")
         self.mlir = mlir
         self._jit = _native.JitModule.compile(mlir, _options(options))
 
@@ -145,6 +152,8 @@ class Attention:
         allocated. With return_partials, returns AttentionResult(out, [Partial(o, m, l) per device]);
         |partials| may supply those buffers. Otherwise returns out."""
         shape = _shape(q)
+        if len(shape) != 3:
+            raise _native.ArgumentError(f"argument 0 (q): expected [batch, q_heads, head_dim], got shape {shape}")
         if out is None:
             out = np.empty(shape, dtype=np.float32)
         arrays = [q, k_pool, v_pool, block_table, seq_lens, out]
@@ -153,18 +162,18 @@ class Attention:
                 b, h, d = shape
                 partials = [Partial(np.empty((b, h, d), np.float32), np.empty((b, h), np.float32),
                                     np.empty((b, h), np.float32)) for _ in self.spec.devices]
-            if len(partials) != len(self.spec.devices):
+            if not isinstance(partials, Sequence) or len(partials) != len(self.spec.devices):
                 raise _native.ArgumentError(
-                    f"partials: expected {len(self.spec.devices)} (o, m, l) triples, got {len(partials)}")
+                    f"partials: expected {len(self.spec.devices)} (o, m, l) triples, got "
+                    f"{len(partials) if isinstance(partials, Sequence) else type(partials).__name__}")
             b, h, d = shape
             for i, p in enumerate(partials):
                 # The driver cross-checks only the six attention buffers; a partial with a different
                 # dynamic batch than q would otherwise be written out of bounds.
                 want = ((b, h, d), (b, h), (b, h))
-                if len(p) != 3 or any(_shape(x) != w for x, w in zip(p, want)):
-                    raise _native.ArgumentError(
-                        f"partial {i}: expected (o, m, l) shaped {want}, got "
-                        f"{tuple(_shape(x) for x in p)}")
+                if not isinstance(p, Sequence) or len(p) != 3 or any(_shape(x) != w for x, w in zip(p, want)):
+                    got = tuple(_shape(x) for x in p) if isinstance(p, Sequence) else type(p).__name__
+                    raise _native.ArgumentError(f"partial {i}: expected (o, m, l) shaped {want}, got {got}")
                 arrays.extend(p)
         # q, the pool, the table and the lengths are only read: accept read-only views of them.
         try:
@@ -202,6 +211,8 @@ def attention_spec(*, q_heads: int, kv_heads: int, head_dim: int, block_size: in
     split is a token count (tokens of each sequence on the first device) or 'runtime' (read from the
     installed scheduler at every call)."""
     spec = _native.AttentionSpec()
+    if isinstance(devices, str) or not isinstance(devices, Sequence):
+        raise _native.ArgumentError(f"devices must be a sequence of device names, got {devices!r}")
     spec.q_heads, spec.kv_heads, spec.head_dim, spec.block_size = q_heads, kv_heads, head_dim, block_size
     spec.kv_dtype = dtype_name(kv_dtype)
     spec.batch = -1 if batch is None else batch
@@ -214,7 +225,7 @@ def attention_spec(*, q_heads: int, kv_heads: int, head_dim: int, block_size: in
     elif isinstance(split, (int, np.integer)) and not isinstance(split, bool):
         spec.split_point = int(split)
     else:
-        raise ValueError(f"split must be a token count or 'runtime', got {split!r}")
+        raise _native.ArgumentError(f"split must be a token count or 'runtime', got {split!r}")
     spec.sparse, spec.top_k, spec.segment_id = sparse, top_k, segment_id
     spec.return_partials = return_partials
     return spec

@@ -6,6 +6,8 @@ from typing import NamedTuple, Sequence
 
 import numpy as np
 
+from ._hybridgen import ArgumentError
+
 
 class Partial(NamedTuple):
     """One partial attention result: normalized o [B, H, D], running max m [B, H], sum l [B, H]."""
@@ -15,9 +17,35 @@ class Partial(NamedTuple):
     l: np.ndarray  # noqa: E741 - the name used by the math everywhere
 
 
-def _as_f64(a) -> np.ndarray:
+def _as_f64(a, name: str = "array") -> np.ndarray:
     # ml_dtypes.bfloat16 arrays convert exactly through astype; uint16 words are not guessed at.
-    return np.asarray(a).astype(np.float64)
+    try:
+        return np.asarray(a).astype(np.float64)
+    except (TypeError, ValueError) as e:
+        raise ArgumentError(f"{name}: not a numeric array ({e})") from None
+
+
+def _check_case(q, k_pool, v_pool, block_table, seq_lens):
+    """ArgumentError unless the arrays have the shapes of docs/interfaces.md and every block a
+    sequence's length needs is inside the table and the pool (so the gathers cannot fail)."""
+    if q.ndim != 3 or k_pool.ndim != 4 or k_pool.shape != v_pool.shape:
+        raise ArgumentError(f"expected q [B, Hq, D] and pools [N, Hkv, block, D] alike; got q {q.shape}, "
+                            f"k_pool {k_pool.shape}, v_pool {v_pool.shape}")
+    batch, qh, d = q.shape
+    n, kvh, block, pd = k_pool.shape
+    if pd != d or kvh == 0 or block == 0 or qh % kvh:
+        raise ArgumentError(f"q {q.shape} does not fit pools {k_pool.shape} (head_dim, q_heads % kv_heads)")
+    if block_table.ndim != 2 or block_table.shape[0] != batch or seq_lens.shape != (batch,):
+        raise ArgumentError(f"expected block_table [B, max_blocks] and seq_lens [B] with B = {batch}; got "
+                            f"{block_table.shape} and {seq_lens.shape}")
+    for b in range(batch):
+        length = int(seq_lens[b])
+        need = -(-length // block)
+        if length < 0 or need > block_table.shape[1]:
+            raise ArgumentError(f"sequence {b}: length {length} does not fit {block_table.shape[1]} blocks")
+        ids = block_table[b, :need]
+        if need and (ids.min() < 0 or ids.max() >= n):
+            raise ArgumentError(f"sequence {b}: block ids outside the pool of {n} blocks")
 
 
 def _sequence_kv(pool: np.ndarray, table_row: np.ndarray, n: int, block_size: int) -> np.ndarray:
@@ -35,10 +63,14 @@ def reference_partial(q, k_pool, v_pool, block_table, seq_lens, start=0, end=Non
 
     start/end are ints or per-sequence arrays; end=None means the sequence length. top_k keeps only
     the top_k logits per head inside the range (the sparse CPU side)."""
-    q = _as_f64(q)
-    k_pool, v_pool = _as_f64(k_pool), _as_f64(v_pool)
-    block_table = np.asarray(block_table)
-    seq_lens = np.asarray(seq_lens).astype(np.int64)
+    q = _as_f64(q, "q")
+    k_pool, v_pool = _as_f64(k_pool, "k_pool"), _as_f64(v_pool, "v_pool")
+    try:
+        block_table = np.asarray(block_table).astype(np.int64)
+        seq_lens = np.asarray(seq_lens).astype(np.int64)
+    except (TypeError, ValueError, OverflowError) as e:
+        raise ArgumentError(f"block_table / seq_lens: not integer arrays ({e})") from None
+    _check_case(q, k_pool, v_pool, block_table, seq_lens)
     batch, qh, d = q.shape
     kvh, block_size = k_pool.shape[1], k_pool.shape[2]
     group = qh // kvh
@@ -75,7 +107,19 @@ def reference_partial(q, k_pool, v_pool, block_table, seq_lens, start=0, end=Non
 
 
 def merge_partials(parts: Sequence[Partial]) -> Partial:
-    """Exact log-sum-exp merge of partials over disjoint token sets; empty partials weigh 0."""
+    """Exact log-sum-exp merge of partials over disjoint token sets; empty partials weigh 0.
+    ArgumentError for no partials, or partials that are not (o [B, H, D], m [B, H], l [B, H]) alike."""
+    try:
+        parts = [Partial(*(np.asarray(x, dtype=np.float64) for x in p)) for p in parts]
+    except (TypeError, ValueError) as e:
+        raise ArgumentError(f"merge_partials: every partial must be (o, m, l) arrays ({e})") from None
+    if not parts:
+        raise ArgumentError("merge_partials: needs at least one partial")
+    o_shape = parts[0].o.shape
+    for i, p in enumerate(parts):
+        if p.o.ndim != 3 or p.o.shape != o_shape or p.m.shape != o_shape[:2] or p.l.shape != o_shape[:2]:
+            raise ArgumentError(f"merge_partials: partial {i} has shapes o {p.o.shape}, m {p.m.shape}, "
+                                f"l {p.l.shape}; expected o {o_shape} and m, l {o_shape[:2]}")
     m = np.max(np.stack([p.m for p in parts]), axis=0)
     finite_m = np.where(np.isfinite(m), m, 0.0)
     o = np.zeros_like(parts[0].o, dtype=np.float64)

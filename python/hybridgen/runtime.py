@@ -9,6 +9,7 @@ import numpy as np
 
 from . import _hybridgen as _native
 from ._arrays import dtype_name, from_native, native_view, numpy_dtype
+from ._errors import INT32, INT64, MissingKeyError, check_float, check_int
 
 Topology = _native.Topology
 
@@ -28,6 +29,8 @@ class KvCache:
             # HYBRIDGEN_TIERS / HYBRIDGEN_TIERS_FILE, else libnuma discovery (no bandwidth probe:
             # it costs time and figures only matter to the placement policy).
             topology = Topology.from_environment()
+        elif not isinstance(topology, Topology):
+            raise _native.ArgumentError(f"topology must be a hybridgen.Topology, got {type(topology).__name__}")
         self.dtype = dtype_name(dtype)
         self.native = _native.KvPool.create(topology, kv_heads, block_size, head_dim, self.dtype,
                                             num_layers, list(max_blocks_per_tier), huge_pages, spill)
@@ -67,9 +70,12 @@ class KvCache:
         return np.asarray(self.native.block_table(seq), dtype=np.int32)
 
     def _tokens(self, x, leading: int):
-        a = np.asarray(x)
-        if a.dtype != numpy_dtype(self.dtype):
-            a = a.astype(numpy_dtype(self.dtype))  # appends copy into the pool anyway
+        try:
+            a = np.asarray(x)
+            if a.dtype != numpy_dtype(self.dtype):
+                a = a.astype(numpy_dtype(self.dtype))  # appends copy into the pool anyway
+        except (TypeError, ValueError, OverflowError) as e:  # ragged lists, strings, objects
+            raise _native.ArgumentError(f"K/V tokens do not convert to a {self.dtype} array: {e}") from None
         if a.ndim == 3 and leading == 1 and self.num_layers == 1:
             a = a[None]
         return native_view(np.ascontiguousarray(a))[0]
@@ -87,8 +93,14 @@ class KvCache:
         self.native.write_tokens(seq, layer, pos, self._tokens(k, 0), self._tokens(v, 0))
 
     def read(self, seq: int, layer: int = 0, pos: int = 0, n: Optional[int] = None):
-        """(k, v) copies of tokens [pos, pos+n) of one layer, [n, kv_heads, head_dim] each."""
-        n = self.seq_len(seq) - pos if n is None else n
+        """(k, v) copies of tokens [pos, pos+n) of one layer, [n, kv_heads, head_dim] each.
+        Raises ArgumentError for positions outside the sequence, NotFoundError for an unknown one."""
+        length = self.seq_len(seq)
+        pos = check_int(pos, "pos", *INT64)
+        n = length - pos if n is None else check_int(n, "n", *INT64)
+        # Checked before the output is allocated: a hostile n must not become a huge np.empty.
+        if not (0 <= pos <= length and 0 <= n <= length - pos):
+            raise _native.ArgumentError(f"tokens [{pos}, {pos} + {n}) are outside sequence length {length}")
         shape = (n, self.kv_heads, self.head_dim)
         k = np.empty(shape, numpy_dtype(self.dtype))
         v = np.empty(shape, numpy_dtype(self.dtype))
@@ -98,9 +110,12 @@ class KvCache:
     def batch(self, seqs: Sequence[int], max_blocks: Optional[int] = None):
         """(block_table int32 [len(seqs), max_blocks], seq_lens int32 [len(seqs)]) for a decode step;
         unused table entries are -1."""
-        seqs = [int(s) for s in seqs]
+        seqs = [check_int(s, "sequence id", *INT64) for s in seqs]
         if max_blocks is None:
             max_blocks = max(1, self.native.max_blocks_in_use(seqs))
+        # No sequence can own more blocks than the pool has: a wider table would only hold -1s, and
+        # bounding it here keeps a hostile width from becoming a huge allocation.
+        max_blocks = check_int(max_blocks, "max_blocks", 0, min(INT32[1], max(1, self.num_blocks)))
         table = np.empty((len(seqs), max_blocks), np.int32)
         lens = np.empty(len(seqs), np.int32)
         self.native.fill_batch(seqs, max_blocks, table, lens)
@@ -125,13 +140,21 @@ class Trace(Mapping):
 
     def __init__(self, columns: Mapping[str, Iterable[float]], csv: str = ""):
         self._cols = {}
+        if not isinstance(columns, Mapping):
+            raise _native.ArgumentError(f"columns must be a mapping of name -> values, got {type(columns).__name__}")
         for name, values in columns.items():
-            integral = name in self._INT_COLUMNS or name.startswith("blocks_")
-            self._cols[name] = np.asarray(list(values), dtype=np.int64 if integral else np.float64)
+            integral = str(name) in self._INT_COLUMNS or str(name).startswith("blocks_")
+            try:
+                self._cols[name] = np.asarray(list(values), dtype=np.int64 if integral else np.float64)
+            except (TypeError, ValueError, OverflowError) as e:
+                raise _native.ArgumentError(f"trace column {name!r}: {e}") from None
         self._csv = csv
 
     def __getitem__(self, name):
-        return self._cols[name]
+        try:
+            return self._cols[name]
+        except KeyError:
+            raise MissingKeyError(f"no trace column {name!r}; columns: {', '.join(self._cols)}") from None
 
     def __iter__(self):
         return iter(self._cols)
@@ -188,6 +211,36 @@ def plot_trace(trace: Trace, path: Optional[str] = None):
     return fig
 
 
+_TUNING = ("smoothing", "damping", "initial_fraction")
+_COST_FIELDS = ("cpu_fixed", "cpu_per_token", "gpu_fixed", "gpu_per_token", "transfer")
+_PLACEMENT_FIELDS = ("sink_tokens", "recent_tokens", "use_hits", "max_migrations_per_step")
+
+
+def _fill(what: str, target, values, fields):
+    """Sets |values| (a mapping of field -> value) on the native config |target|; unknown fields and
+    non-mappings are ArgumentError (bad value types are, through the translated setters)."""
+    if not isinstance(values, Mapping):
+        raise _native.ArgumentError(f"{what} must be a mapping, got {type(values).__name__}")
+    for key, value in values.items():
+        if key not in fields:
+            raise _native.ArgumentError(f"unknown {what} field {key!r}; expected one of {fields}")
+        setattr(target, key, value)
+    return target
+
+
+def _linear_model(spec) -> tuple:
+    """(fixed_seconds, per_token_seconds) of a `modelled_gpu` mapping, both finite and >= 0."""
+    if not isinstance(spec, Mapping):
+        raise _native.ArgumentError(f"modelled_gpu must be a mapping, got {type(spec).__name__}")
+    unknown = set(spec) - {"fixed_seconds", "per_token_seconds"}
+    if unknown:
+        raise _native.ArgumentError(f"modelled_gpu: unknown keys {sorted(map(str, unknown))}")
+    if "per_token_seconds" not in spec:
+        raise _native.ArgumentError("modelled_gpu needs 'per_token_seconds' (and optionally 'fixed_seconds')")
+    return (check_float(spec.get("fixed_seconds", 0.0), "modelled_gpu fixed_seconds"),
+            check_float(spec["per_token_seconds"], "modelled_gpu per_token_seconds"))
+
+
 class Scheduler:
     """The feedback scheduler (or static / oracle) plus its trace. While installed (install() or a
     `with` block) compiled code with a runtime split point reads its split from it and feeds it timings."""
@@ -199,33 +252,34 @@ class Scheduler:
         """`gpu_capacity_tokens`: the most tokens per sequence the GPU side may hold (its HBM
         budget; 0 = unlimited): the rest always stays on the CPU side. `modelled_gpu`:
         {"fixed_seconds": ..., "per_token_seconds": ...} replaces the GPU side's measured time by
-        that cost model (for machines without a GPU); the trace marks such rows."""
+        that cost model (for machines without a GPU); the trace marks such rows.
+
+        Raises ArgumentError for an unknown policy or option, a value of the wrong type or out of
+        range (quantum <= 0, smoothing/damping outside (0, 1], initial_fraction outside [0, 1],
+        negative splits, budgets or costs, NaN or infinity), and an incomplete `modelled_gpu`."""
         cfg = _native.SchedulerConfig()
         if policy not in ("static", "feedback", "oracle"):
             raise _native.ArgumentError(f"policy must be 'static', 'feedback' or 'oracle', got {policy!r}")
+        if cache is not None and not isinstance(cache, KvCache):
+            raise _native.ArgumentError(f"cache must be a hybridgen.KvCache, got {type(cache).__name__}")
         cfg.policy = getattr(_native.SchedulerPolicy, policy)
-        cfg.static_split = static_split
-        cfg.quantum = quantum if quantum is not None else (cache.block_size if cache else 16)
-        for key, value in tuning.items():  # smoothing, damping, initial_fraction
-            if key not in ("smoothing", "damping", "initial_fraction"):
-                raise TypeError(f"unknown scheduler option {key!r}")
+        cfg.static_split = check_int(static_split, "static_split", 0, INT64[1])
+        cfg.quantum = check_int(quantum if quantum is not None else (cache.block_size if cache else 16),
+                                "quantum", *INT64)
+        for key, value in tuning.items():
+            if key not in _TUNING:
+                raise _native.ArgumentError(f"unknown scheduler option {key!r}; expected one of {_TUNING}")
             setattr(cfg, key, value)
         if prior:
-            model = _native.CostModel()
-            for key, value in prior.items():
-                setattr(model, key, value)
-            cfg.prior = model
-        pc = _native.PlacementConfig()
-        for key, value in dict(placement or {}).items():
-            setattr(pc, key, value)
-        if gpu_capacity_tokens < 0:
-            raise _native.ArgumentError("gpu_capacity_tokens must be >= 0")
-        cfg.second_device_capacity_tokens = gpu_capacity_tokens
+            cfg.prior = _fill("prior", _native.CostModel(), prior, _COST_FIELDS)
+        pc = _fill("placement", _native.PlacementConfig(), placement or {}, _PLACEMENT_FIELDS)
+        cfg.second_device_capacity_tokens = check_int(gpu_capacity_tokens, "gpu_capacity_tokens", 0, INT64[1])
+        model = _linear_model(modelled_gpu) if modelled_gpu is not None else None
         self.cache = cache
+        # The native constructor validates the whole config (SchedulerConfig::validate).
         self.native = _native.SchedulerContext(cfg, cache.native if cache else None, pc)
-        if modelled_gpu is not None:
-            self.native.set_linear_device_model(1, float(modelled_gpu.get("fixed_seconds", 0.0)),
-                                                float(modelled_gpu["per_token_seconds"]))
+        if model is not None:
+            self.native.set_linear_device_model(1, *model)
         self._previous = []
 
     def install(self):
@@ -281,6 +335,10 @@ class DecodeSession:
                  attention=None, segment_id: int = 0, options=None, **attention_kwargs):
         from .jit import compile_attention  # the JIT is optional at import time
 
+        if not isinstance(cache, KvCache):
+            raise _native.ArgumentError(f"cache must be a hybridgen.KvCache, got {type(cache).__name__}")
+        if scheduler is not None and not isinstance(scheduler, Scheduler):
+            raise _native.ArgumentError(f"scheduler must be a hybridgen.Scheduler, got {type(scheduler).__name__}")
         self.cache = cache
         self.scheduler = scheduler or Scheduler(cache=cache)
         self.attention = attention or compile_attention(

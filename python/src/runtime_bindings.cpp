@@ -51,6 +51,24 @@ nb::dlpack::dtype exposedDtype(DType t) {
 using HostArray = nb::ndarray<nb::ro, nb::c_contig, nb::device::cpu>;
 using RwHostArray = nb::ndarray<nb::c_contig, nb::device::cpu>;
 
+/// The caller's output array |h| viewed in place. Taken as a handle, not as a typed parameter, so a
+/// read-only, strided or non-array argument gets a message saying which, instead of nanobind's
+/// overload mismatch. Never converts: results must land in the caller's memory.
+template <typename Array> Array outputArray(nb::handle h, const std::string &what) {
+  Array a;
+  if (nb::try_cast(h, a, /*convert=*/false))
+    return a;
+  nb::ndarray<nb::ro, nb::device::cpu> any;
+  if (!nb::try_cast(h, any, /*convert=*/false))
+    throwArgument(what + ": expected a host array (numpy or DLPack), got " +
+                  std::string(nb::str(nb::handle(h.type())).c_str()));
+  nb::object flags = nb::getattr(h, "flags", nb::none());
+  if (!flags.is_none() && !nb::cast<bool>(flags.attr("writeable")))
+    throwArgument(what + " is read-only; the pool writes its result into it");
+  throwArgument(what + " must be a C-contiguous array of the expected dtype (" +
+                std::string(nb::str(nb::handle(h.type())).c_str()) + " does not fit)");
+}
+
 /// Checks a [..., n, kvHeads, headDim] token array in the pool dtype, where n is dim |tokenDim|;
 /// returns n.
 int64_t checkTokens(const KvPool &pool, const HostArray &a, const char *what, size_t tokenDim) {
@@ -149,8 +167,9 @@ void bindTopologyAndPool(nb::module_ &m) {
           nb::arg("max_blocks_per_tier") = std::vector<int64_t>(), nb::arg("huge_pages") = true,
           nb::arg("spill") = true)
       .def("create_sequence", &KvPool::createSequence)
-      .def("free_sequence", [](KvPool &p, int64_t seq) { throwIfError(p.freeSequence(seq)); })
-      .def("has_sequence", &KvPool::hasSequence)
+      .def("free_sequence", [](KvPool &p, int64_t seq) { throwIfError(p.freeSequence(seq)); },
+           nb::arg("seq"))
+      .def("has_sequence", &KvPool::hasSequence, nb::arg("seq"))
       .def("sequences", &KvPool::sequences)
       .def("append_tokens", [](KvPool &p, int64_t seq, int64_t n) { return unwrap(p.appendTokens(seq, n)); },
            nb::arg("seq"), nb::arg("n"), "Reserves n token slots; returns the first new position.")
@@ -165,17 +184,17 @@ void bindTopologyAndPool(nb::module_ &m) {
           nb::arg("seq"), nb::arg("layer"), nb::arg("pos"), nb::arg("k"), nb::arg("v"))
       .def(
           "read_tokens",
-          [](const KvPool &p, int64_t seq, int32_t layer, int64_t pos, int64_t n, RwHostArray k,
-             RwHostArray v) {
+          [](const KvPool &p, int64_t seq, int32_t layer, int64_t pos, int64_t n, nb::handle kh,
+             nb::handle vh) {
             // Reads into caller arrays (so the dtype/bf16 view is the caller's choice); checked
             // like writes.
+            RwHostArray k = outputArray<RwHostArray>(kh, "k"), v = outputArray<RwHostArray>(vh, "v");
             HostArray kr(k), vr(v);
             if (checkTokens(p, kr, "k", 0) != n || checkTokens(p, vr, "v", 0) != n)
               throwArgument("k and v must hold exactly n tokens");
             throwIfError(p.readTokens(seq, layer, pos, n, k.data(), v.data()));
           },
-          nb::arg("seq"), nb::arg("layer"), nb::arg("pos"), nb::arg("n"), nb::arg("k").noconvert(),
-          nb::arg("v").noconvert())
+          nb::arg("seq"), nb::arg("layer"), nb::arg("pos"), nb::arg("n"), nb::arg("k"), nb::arg("v"))
       .def(
           "append",
           [](KvPool &p, int64_t seq, const HostArray &k, const HostArray &v) {
@@ -199,34 +218,38 @@ void bindTopologyAndPool(nb::module_ &m) {
              if (!p.hasSequence(seq))
                throw Error(notFound("unknown sequence " + std::to_string(seq)));
              return p.seqLen(seq);
-           })
+           },
+           nb::arg("seq"))
       .def("block_table",
            [](const KvPool &p, int64_t seq) {
              if (!p.hasSequence(seq))
                throw Error(notFound("unknown sequence " + std::to_string(seq)));
              return p.blockTable(seq);
-           })
+           },
+           nb::arg("seq"))
       .def("max_blocks_in_use", &KvPool::maxBlocksInUse, nb::arg("seqs"))
       .def(
           "fill_batch",
-          [](const KvPool &p, const std::vector<int64_t> &seqs, int32_t maxBlocks,
-             nb::ndarray<int32_t, nb::c_contig, nb::device::cpu> table,
-             nb::ndarray<int32_t, nb::c_contig, nb::device::cpu> lens) {
+          [](const KvPool &p, const std::vector<int64_t> &seqs, int32_t maxBlocks, nb::handle tableH,
+             nb::handle lensH) {
+            using Int32Array = nb::ndarray<int32_t, nb::c_contig, nb::device::cpu>;
+            Int32Array table = outputArray<Int32Array>(tableH, "table (int32)");
+            Int32Array lens = outputArray<Int32Array>(lensH, "lens (int32)");
             if (table.ndim() != 2 || table.shape(0) != seqs.size() || int64_t(table.shape(1)) != maxBlocks)
               throwArgument("table must be int32 [len(seqs), max_blocks]");
             if (lens.ndim() != 1 || lens.shape(0) != seqs.size())
               throwArgument("lens must be int32 [len(seqs)]");
             throwIfError(p.fillBatch(seqs, maxBlocks, table.data(), lens.data()));
           },
-          nb::arg("seqs"), nb::arg("max_blocks"), nb::arg("table").noconvert(),
-          nb::arg("lens").noconvert(), "Fills caller-owned int32 block table and lengths in place.")
+          nb::arg("seqs"), nb::arg("max_blocks"), nb::arg("table"), nb::arg("lens"),
+          "Fills caller-owned int32 block table and lengths in place.")
       .def("migrate_block",
            [](KvPool &p, int64_t seq, int64_t logical, int32_t tier) {
              throwIfError(p.migrateBlock(seq, logical, tier));
            },
            nb::arg("seq"), nb::arg("logical"), nb::arg("tier"))
       .def_prop_ro("migrations_total", &KvPool::migrationsTotal)
-      .def("tier_of_block", &KvPool::tierOfBlock)
+      .def("tier_of_block", &KvPool::tierOfBlock, nb::arg("block"))
       .def("tier_usage",
            [](const KvPool &p, int32_t tier) {
              if (tier < 0 || tier >= p.topology().tierCount())

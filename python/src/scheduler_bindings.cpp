@@ -8,12 +8,17 @@
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/vector.h>
 
+#include <cmath>
 #include <string>
 
 namespace nb = nanobind;
 using namespace hybridgen::rt;
 
 namespace hybridgen::python {
+
+namespace {
+bool finiteNonNegative(double x) { return std::isfinite(x) && x >= 0; }
+} // namespace
 
 void bindScheduler(nb::module_ &m) {
   nb::enum_<SchedulerPolicy>(m, "SchedulerPolicy")
@@ -52,10 +57,25 @@ void bindScheduler(nb::module_ &m) {
                                "Scheduler + optional pool + trace; install() it so compiled code "
                                "reads its split points and feeds it timings.")
       // keep_alive: the context keeps a raw pointer to the pool, so the pool must outlive it.
-      .def(nb::init<SchedulerConfig, KvPool *, PlacementConfig>(), nb::arg("config"),
-           nb::arg("pool").none() = nb::none(), nb::arg("placement") = PlacementConfig(),
-           nb::keep_alive<1, 3>())
-      .def("begin_step", &SchedulerContext::beginStep, nb::arg("context_tokens"))
+      .def(
+          "__init__",
+          [](SchedulerContext *self, const SchedulerConfig &cfg, KvPool *pool, const PlacementConfig &pc) {
+            // Validated here, not later: quantum = 0, a NaN smoothing or a negative budget is an
+            // error at construction, never a division by zero in a decode step.
+            throwIfError(cfg.validate());
+            throwIfError(pc.validate());
+            new (self) SchedulerContext(cfg, pool, pc);
+          },
+          nb::arg("config"), nb::arg("pool").none() = nb::none(), nb::arg("placement") = PlacementConfig(),
+          nb::keep_alive<1, 3>())
+      .def(
+          "begin_step",
+          [](SchedulerContext &c, int64_t contextTokens) {
+            if (contextTokens < 0)
+              throwArgument("context_tokens must be >= 0, got " + std::to_string(contextTokens));
+            c.beginStep(contextTokens);
+          },
+          nb::arg("context_tokens"))
       .def("end_step", [](SchedulerContext &c) { return std::move(c.endStep()).valueOrThrow(); },
            "Ends the step; rebalances the pool toward the split; returns the migrations done.")
       .def_prop_ro("step", &SchedulerContext::step)
@@ -64,14 +84,31 @@ void bindScheduler(nb::module_ &m) {
       .def("segment_end", &SchedulerContext::segmentEnd, nb::arg("segment"))
       .def("device_begin", &SchedulerContext::deviceBegin, nb::arg("segment"), nb::arg("device"))
       .def("device_end", &SchedulerContext::deviceEnd, nb::arg("segment"), nb::arg("device"))
-      .def("record_device_time", &SchedulerContext::recordDeviceTime, nb::arg("segment"),
-           nb::arg("device"), nb::arg("seconds"))
-      .def("record_transfer", &SchedulerContext::recordTransfer, nb::arg("segment"), nb::arg("seconds"))
+      .def(
+          "record_device_time",
+          [](SchedulerContext &c, int64_t segment, int32_t device, double seconds) {
+            if (device < 0 || device > 1)
+              throwArgument("device must be 0 (cpu) or 1 (gpu)");
+            if (!finiteNonNegative(seconds))
+              throwArgument("seconds must be finite and >= 0");
+            c.recordDeviceTime(segment, device, seconds);
+          },
+          nb::arg("segment"), nb::arg("device"), nb::arg("seconds"))
+      .def(
+          "record_transfer",
+          [](SchedulerContext &c, int64_t segment, double seconds) {
+            if (!finiteNonNegative(seconds))
+              throwArgument("seconds must be finite and >= 0");
+            c.recordTransfer(segment, seconds);
+          },
+          nb::arg("segment"), nb::arg("seconds"))
       .def(
           "set_linear_device_model",
           [](SchedulerContext &c, int32_t device, double fixedSeconds, double perTokenSeconds) {
             if (device < 0 || device > 1)
               throw Error(invalidArgument("device must be 0 (cpu) or 1 (gpu)"));
+            if (!finiteNonNegative(fixedSeconds) || !finiteNonNegative(perTokenSeconds))
+              throwArgument("fixed_seconds and per_token_seconds must be finite and >= 0");
             // A C++ closure, not a Python callable: segment ends run inside compiled code with
             // the GIL released.
             c.setDeviceTimeModel(device, [=](int64_t tokens) {
@@ -85,6 +122,10 @@ void bindScheduler(nb::module_ &m) {
           "record_segment",
           [](SchedulerContext &c, int64_t segment, double cpu, double gpu, double transfer,
              int64_t contextTokens, int64_t splitUsed) {
+            if (!finiteNonNegative(cpu) || !finiteNonNegative(gpu) || !finiteNonNegative(transfer))
+              throwArgument("cpu_seconds, gpu_seconds and transfer_seconds must be finite and >= 0");
+            if (contextTokens < 0 || splitUsed < 0)
+              throwArgument("context_tokens and split_used must be >= 0");
             SegmentTiming t;
             t.cpuSeconds = cpu;
             t.gpuSeconds = gpu;

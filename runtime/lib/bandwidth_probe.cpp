@@ -54,7 +54,8 @@ double probeReadBandwidth(int32_t memNode, int32_t cpuNode, uint64_t bytes) {
     }
     double sec = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     sink = sink + total;
-    best = std::max(best, double(bytes) / sec / 1e9);
+    if (sec > 0) // a clock that did not advance measures nothing (and would give infinity)
+      best = std::max(best, double(bytes) / sec / 1e9);
   }
   numa_free(mem, bytes);
   return best;

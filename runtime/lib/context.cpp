@@ -1,6 +1,7 @@
 // SchedulerContext: timing brackets -> scheduler feedback + trace; the process-global installed slot.
 #include "hybridgen/runtime/context.h"
 
+#include <algorithm>
 #include <climits>
 
 namespace hybridgen::rt {
@@ -34,9 +35,19 @@ SchedulerContext::SchedulerContext(SchedulerConfig cfg, KvPool *pool, PlacementC
   }
 }
 
+Result<std::shared_ptr<SchedulerContext>> SchedulerContext::create(SchedulerConfig cfg, KvPool *pool,
+                                                                   PlacementConfig placement) {
+  Status s = cfg.validate();
+  if (s)
+    s = placement.validate();
+  if (!s)
+    return s;
+  return std::make_shared<SchedulerContext>(cfg, pool, placement);
+}
+
 void SchedulerContext::beginStep(int64_t contextTokens) {
   std::lock_guard<std::mutex> lock(mu_);
-  contextTokens_ = contextTokens;
+  contextTokens_ = std::max<int64_t>(contextTokens, 0); // a negative length means no length: 0
   ++step_;
 }
 

@@ -1,12 +1,15 @@
 // KvPool setup: tier block ranges, one host mapping per layer array bound to tiers, block free lists.
 #include "hybridgen/runtime/kv_pool.h"
 
+#include "hybridgen/runtime/checked.h"
+
 #include <sys/mman.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <climits>
 #include <cstring>
+#include <new>
 #include <numeric>
 
 namespace hybridgen::rt {
@@ -26,6 +29,16 @@ Result<std::unique_ptr<KvPool>> KvPool::create(const Topology &topo, const PoolC
     return invalidArgument("pool: blockSize must be in [16, 256], got " + std::to_string(l.blockSize));
   if (topo.tierCount() == 0)
     return invalidArgument("pool: topology has no tiers");
+  if (l.dtype != DType::kF32 && l.dtype != DType::kF16 && l.dtype != DType::kBF16)
+    return invalidArgument("pool: unknown dtype " + std::to_string(int32_t(l.dtype)));
+  // K and V of every layer for one block must be addressable: a layout whose block bytes overflow
+  // would make every offset below wrap.
+  size_t perBlock = 0;
+  if (!checkedSize(&perBlock, 2, cfg.numLayers, l.kvHeads, l.blockSize, l.headDim, l.eltSize()) ||
+      perBlock > (size_t(1) << 40))
+    return invalidArgument("pool: one block of every layer (" + std::to_string(cfg.numLayers) +
+                           " layers x kvHeads " + std::to_string(l.kvHeads) + " x headDim " +
+                           std::to_string(l.headDim) + ") exceeds 1 TiB");
   std::unique_ptr<KvPool> pool(new KvPool(topo, cfg));
   Status s = pool->init();
   if (!s)
@@ -36,7 +49,8 @@ Result<std::unique_ptr<KvPool>> KvPool::create(const Topology &topo, const PoolC
 Status KvPool::init() {
   const size_t bb = cfg_.layout.blockBytes();
   const size_t page = size_t(sysconf(_SC_PAGESIZE));
-  const uint64_t perBlock = 2ull * uint64_t(cfg_.numLayers) * bb; // K and V of every layer
+  const uint64_t perBlock = 2ull * uint64_t(cfg_.numLayers) * bb; // K and V of every layer (create()
+                                                                   // checked it cannot overflow)
   // Tier ranges start on huge-page boundaries when affordable so mbind and THP never split a block
   // between two tiers; the gap ids are never allocated and their pages never touched.
   size_t unit = std::lcm(bb, kHugePage);
@@ -44,24 +58,45 @@ Status KvPool::init() {
     unit = std::lcm(bb, page);
   const int64_t alignBlocks = int64_t(unit / bb);
   const int32_t nt = topo_.tierCount();
-  int64_t next = 0;
+  // Block ids are int32: every id range, gaps included, must stay below INT32_MAX. Each tier is
+  // capped there first, so the running sum (at most tiers x INT32_MAX) cannot overflow int64.
+  const auto tooMany = [] {
+    return invalidArgument("pool: more blocks than int32 block ids can name; raise blockSize or "
+                           "lower the tier capacities");
+  };
+  int64_t next = 0, usable = 0;
   for (int32_t t = 0; t < nt; ++t) {
-    int64_t cap = int64_t(topo_.tiers()[size_t(t)].capacityBytes / perBlock);
+    uint64_t capBlocks = topo_.tiers()[size_t(t)].capacityBytes / perBlock;
+    int64_t cap = int64_t(std::min<uint64_t>(capBlocks, INT32_MAX));
     if (size_t(t) < cfg_.maxBlocksPerTier.size() && cfg_.maxBlocksPerTier[size_t(t)] >= 0)
       cap = std::min(cap, cfg_.maxBlocksPerTier[size_t(t)]);
-    next = (next + alignBlocks - 1) / alignBlocks * alignBlocks;
+    next = ceilDiv(next, alignBlocks) * alignBlocks;
     tierFirst_.push_back(next);
     tierCount_.push_back(cap);
     next += cap;
+    usable += cap;
+    if (next >= INT32_MAX)
+      return tooMany();
     mem_.push_back(makeTierMemory(topo_.tiers()[size_t(t)]));
   }
   totalBlocks_ = next;
-  if (std::accumulate(tierCount_.begin(), tierCount_.end(), int64_t(0)) == 0)
+  if (usable == 0)
     return invalidArgument("pool: no tier has room for a single block (" + std::to_string(perBlock) +
                            " bytes for all layers)");
-  if (totalBlocks_ >= INT32_MAX)
-    return invalidArgument("pool: more blocks than int32 block ids can name; raise blockSize");
-  mapBytes_ = (size_t(totalBlocks_) * bb + page - 1) / page * page;
+  size_t arrayBytes = 0;
+  if (!checkedSize(&arrayBytes, totalBlocks_, bb) || arrayBytes > SIZE_MAX - page)
+    return tooMany();
+  // The arrays are reserved lazily (MAP_NORESERVE), but the per-block bookkeeping (owner, logical
+  // index, hits, free lists) is written at once: refuse sizes that would exhaust the machine
+  // (tiny blocks over terabyte tiers) instead of being killed for memory while filling it.
+  const size_t bookkeeping = size_t(totalBlocks_) * (sizeof(int64_t) + sizeof(int32_t) + sizeof(uint64_t)) +
+                             size_t(usable) * sizeof(int32_t);
+  const long physPages = sysconf(_SC_PHYS_PAGES);
+  if (physPages > 0 && bookkeeping > size_t(physPages) * page / 4)
+    return exhausted("pool: " + std::to_string(totalBlocks_) + " block ids need " +
+                     std::to_string(bookkeeping >> 20) + " MiB of bookkeeping, more than a quarter "
+                     "of this machine's memory; raise blockSize or lower the tier capacities");
+  mapBytes_ = (arrayBytes + page - 1) / page * page;
   for (int32_t layer = 0; layer < cfg_.numLayers; ++layer) {
     for (auto *arrays : {&kArrays_, &vArrays_}) {
       void *p = mmap(nullptr, mapBytes_, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
@@ -133,9 +168,15 @@ TierUsage KvPool::tierUsage(int32_t tier) const {
 Status KvPool::setAppendTierOrder(std::vector<int32_t> order) {
   if (order.empty())
     return invalidArgument("pool: empty append tier order");
-  for (int32_t t : order)
+  std::vector<bool> seen(size_t(topo_.tierCount()), false);
+  for (int32_t t : order) {
     if (t < 0 || t >= topo_.tierCount())
       return invalidArgument("pool: append tier order names tier " + std::to_string(t));
+    // A tier listed twice would count its free blocks twice when an append checks for room.
+    if (seen[size_t(t)])
+      return invalidArgument("pool: append tier order names tier " + std::to_string(t) + " twice");
+    seen[size_t(t)] = true;
+  }
   appendOrder_ = std::move(order);
   return Status::ok();
 }

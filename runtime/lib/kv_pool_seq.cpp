@@ -1,7 +1,10 @@
 // KvPool sequence operations: appends, token I/O, migration and batch block tables.
 #include "hybridgen/runtime/kv_pool.h"
 
+#include "hybridgen/runtime/checked.h"
+
 #include <algorithm>
+#include <climits>
 #include <cstring>
 
 namespace hybridgen::rt {
@@ -52,8 +55,15 @@ Result<int64_t> KvPool::appendTokens(int64_t seq, int64_t n) {
   if (n < 0)
     return invalidArgument("pool: negative token count");
   Sequence &s = it->second;
+  // Sequence lengths travel to kernels as int32 seq_lens (docs/interfaces.md), so a sequence never
+  // grows past INT32_MAX tokens; checking here also keeps every later pos + n inside int64.
+  int64_t newLen = 0;
+  if (!checkedAdd(s.len, n, &newLen) || newLen > INT32_MAX)
+    return invalidArgument("pool: cannot append " + std::to_string(n) + " tokens to sequence " +
+                           std::to_string(seq) + " of length " + std::to_string(s.len) +
+                           ": a sequence holds at most " + std::to_string(INT32_MAX) + " tokens");
   const int64_t bs = cfg_.layout.blockSize;
-  const int64_t need = (s.len + n + bs - 1) / bs - int64_t(s.blocks.size());
+  const int64_t need = ceilDiv(newLen, bs) - int64_t(s.blocks.size());
   // Check room first so a failed append leaves the sequence exactly as it was.
   int64_t room = 0;
   size_t tiers = cfg_.spill ? appendOrder_.size() : 1;
@@ -70,7 +80,7 @@ Result<int64_t> KvPool::appendTokens(int64_t seq, int64_t n) {
     s.blocks.push_back(b);
   }
   int64_t first = s.len;
-  s.len += n;
+  s.len = newLen;
   return first;
 }
 
@@ -81,9 +91,10 @@ Result<const std::vector<int32_t> *> KvPool::tokenBlocks(int64_t seq, int32_t la
     return notFound("pool: no sequence " + std::to_string(seq));
   if (layer < 0 || layer >= cfg_.numLayers)
     return invalidArgument("pool: layer " + std::to_string(layer) + " out of range");
-  if (pos < 0 || n < 0 || pos + n > it->second.len)
-    return invalidArgument("pool: tokens [" + std::to_string(pos) + ", " + std::to_string(pos + n) +
-                           ") outside sequence length " + std::to_string(it->second.len));
+  if (!rangeWithin(pos, n, it->second.len))
+    return invalidArgument("pool: " + std::to_string(n) + " tokens from position " +
+                           std::to_string(pos) + " are outside sequence length " +
+                           std::to_string(it->second.len));
   return &it->second.blocks;
 }
 
@@ -91,6 +102,8 @@ Status KvPool::writeTokens(int64_t seq, int32_t layer, int64_t pos, int64_t n, c
   Result<const std::vector<int32_t> *> blocks = tokenBlocks(seq, layer, pos, n);
   if (!blocks)
     return blocks.status();
+  if (n > 0 && (!k || !v))
+    return invalidArgument("pool: no K/V buffer for " + std::to_string(n) + " tokens");
   const KvLayout &L = cfg_.layout;
   const size_t row = L.rowBytes();
   char *kd = static_cast<char *>(kArrays_[size_t(layer)]);
@@ -124,6 +137,8 @@ Status KvPool::readTokens(int64_t seq, int32_t layer, int64_t pos, int64_t n, vo
   Result<const std::vector<int32_t> *> blocks = tokenBlocks(seq, layer, pos, n);
   if (!blocks)
     return blocks.status();
+  if (n > 0 && (!k || !v))
+    return invalidArgument("pool: no K/V buffer for " + std::to_string(n) + " tokens");
   const KvLayout &L = cfg_.layout;
   const size_t row = L.rowBytes();
   const char *kd = static_cast<const char *>(kArrays_[size_t(layer)]);
@@ -152,6 +167,10 @@ Status KvPool::readTokens(int64_t seq, int32_t layer, int64_t pos, int64_t n, vo
 }
 
 Status KvPool::append(int64_t seq, int64_t n, const void *k, const void *v) {
+  // Everything that can refuse is checked before appendTokens changes the sequence: a refused
+  // append leaves the pool exactly as it was.
+  if (n > 0 && (!k || !v))
+    return invalidArgument("pool: append of " + std::to_string(n) + " tokens without K/V data");
   auto pos = appendTokens(seq, n);
   if (!pos)
     return pos.status();
@@ -203,14 +222,26 @@ int32_t KvPool::maxBlocksInUse(const std::vector<int64_t> &seqs) const {
 }
 
 Status KvPool::fillBatch(const std::vector<int64_t> &seqs, int32_t maxBlocks, int32_t *table, int32_t *lens) const {
-  for (size_t i = 0; i < seqs.size(); ++i) {
-    auto it = seqs_.find(seqs[i]);
+  if (maxBlocks < 0)
+    return invalidArgument("pool: negative maxBlocks " + std::to_string(maxBlocks));
+  size_t tableSize = 0;
+  if (!checkedSize(&tableSize, int64_t(seqs.size()), maxBlocks))
+    return invalidArgument("pool: a block table of " + std::to_string(seqs.size()) + " x " +
+                           std::to_string(maxBlocks) + " entries does not fit in memory");
+  if (!seqs.empty() && (!lens || (tableSize > 0 && !table)))
+    return invalidArgument("pool: fillBatch without table or lens buffers");
+  // Validate every sequence first: a refused batch writes nothing into the caller's buffers.
+  for (int64_t id : seqs) {
+    auto it = seqs_.find(id);
     if (it == seqs_.end())
-      return notFound("pool: no sequence " + std::to_string(seqs[i]));
+      return notFound("pool: no sequence " + std::to_string(id));
     if (int64_t(it->second.blocks.size()) > maxBlocks)
-      return invalidArgument("pool: sequence " + std::to_string(seqs[i]) + " needs " +
+      return invalidArgument("pool: sequence " + std::to_string(id) + " needs " +
                              std::to_string(it->second.blocks.size()) + " blocks > maxBlocks " +
                              std::to_string(maxBlocks));
+  }
+  for (size_t i = 0; i < seqs.size(); ++i) {
+    auto it = seqs_.find(seqs[i]);
     int32_t *row = table + i * size_t(maxBlocks);
     std::fill(row, row + maxBlocks, -1);
     std::copy(it->second.blocks.begin(), it->second.blocks.end(), row);

@@ -19,6 +19,14 @@ struct Cand {
 };
 } // namespace
 
+Status PlacementConfig::validate() const {
+  if (sinkTokens < 0 || recentTokens < 0 || maxMigrationsPerStep < 0)
+    return invalidArgument("placement: sinkTokens (" + std::to_string(sinkTokens) + "), recentTokens (" +
+                           std::to_string(recentTokens) + ") and maxMigrationsPerStep (" +
+                           std::to_string(maxMigrationsPerStep) + ") must be >= 0");
+  return Status::ok();
+}
+
 std::vector<double> PlacementPolicy::hostShares(const Topology &topo) {
   std::vector<double> share(size_t(topo.tierCount()), 0.0);
   double total = 0;

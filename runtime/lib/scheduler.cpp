@@ -1,8 +1,11 @@
 // Scheduler: smoothed per-token cost estimates, analytic balance, damped moves of the split.
 #include "hybridgen/runtime/scheduler.h"
 
+#include "hybridgen/runtime/checked.h"
+
 #include <algorithm>
 #include <cmath>
+#include <string>
 
 namespace hybridgen::rt {
 
@@ -15,7 +18,63 @@ const char *schedulerPolicyName(SchedulerPolicy p) {
   return "?";
 }
 
+namespace {
+bool nonNegativeFinite(double x) { return std::isfinite(x) && x >= 0; }
+
+Status badField(const char *field, const std::string &value, const char *want) {
+  return invalidArgument(std::string("scheduler: ") + field + " = " + value + "; needs " + want);
+}
+} // namespace
+
+Status CostModel::validate() const {
+  const std::pair<const char *, double> fields[] = {{"cpuFixed", cpuFixed}, {"cpuPerToken", cpuPerToken},
+                                                    {"gpuFixed", gpuFixed}, {"gpuPerToken", gpuPerToken},
+                                                    {"transfer", transfer}};
+  for (const auto &f : fields)
+    if (!nonNegativeFinite(f.second))
+      return badField(f.first, std::to_string(f.second), "a finite cost >= 0");
+  return Status::ok();
+}
+
+Status SchedulerConfig::validate() const {
+  if (policy != SchedulerPolicy::kStatic && policy != SchedulerPolicy::kFeedback &&
+      policy != SchedulerPolicy::kOracle)
+    return badField("policy", std::to_string(int32_t(policy)), "static, feedback or oracle");
+  if (quantum <= 0)
+    return badField("quantum", std::to_string(quantum), "> 0 tokens");
+  if (staticSplit < 0)
+    return badField("staticSplit", std::to_string(staticSplit), ">= 0 tokens");
+  if (!(smoothing > 0 && smoothing <= 1))
+    return badField("smoothing", std::to_string(smoothing), "a weight in (0, 1]");
+  if (!(damping > 0 && damping <= 1))
+    return badField("damping", std::to_string(damping), "a fraction in (0, 1]");
+  if (!(initialFraction >= 0 && initialFraction <= 1))
+    return badField("initialFraction", std::to_string(initialFraction), "a fraction in [0, 1]");
+  if (secondDeviceCapacityTokens < 0)
+    return badField("secondDeviceCapacityTokens", std::to_string(secondDeviceCapacityTokens),
+                    ">= 0 (0 = unlimited)");
+  if (probeInterval <= 0)
+    return badField("probeInterval", std::to_string(probeInterval), "> 0 steps");
+  return prior.validate();
+}
+
+Result<Scheduler> Scheduler::create(SchedulerConfig cfg) {
+  Status s = cfg.validate();
+  if (!s)
+    return s;
+  return Scheduler(cfg);
+}
+
+Status Scheduler::setModel(const CostModel &m) {
+  Status s = m.validate();
+  if (s)
+    cfg_.prior = m;
+  return s;
+}
+
 double CostModel::stepTime(int64_t split, int64_t tokens) const {
+  if (tokens <= 0)
+    return 0;
   int64_t c = std::clamp<int64_t>(split, 0, tokens), g = tokens - c;
   double cpu = c > 0 ? cpuFixed + transfer + cpuPerToken * double(c) : 0;
   double gpu = g > 0 ? gpuFixed + gpuPerToken * double(g) : 0;
@@ -40,9 +99,15 @@ int64_t balancedSplit(const CostModel &m, int64_t tokens, int64_t quantum) {
   // (the ends matter because a side with no tokens also drops its fixed cost).
   double denom = m.cpuPerToken + m.gpuPerToken;
   double x = denom > 0 ? (m.gpuFixed + m.gpuPerToken * double(tokens) - m.cpuFixed - m.transfer) / denom : 0;
+  if (!std::isfinite(x)) // costs that overflow to infinity compare nothing: start from the ends
+    x = 0;
   x = std::clamp(x, 0.0, double(tokens));
-  int64_t lo = int64_t(std::floor(x / double(quantum))) * quantum;
-  int64_t cands[] = {0, tokens, lo, lo + quantum};
+  // double(tokens) may round up past INT64_MAX, and lo + quantum may not fit: saturate both.
+  int64_t lo = std::min(saturatingInt64(std::floor(x / double(quantum))), tokens / quantum) * quantum;
+  int64_t hi = 0;
+  if (!checkedAdd(lo, quantum, &hi))
+    hi = tokens;
+  int64_t cands[] = {0, tokens, lo, hi};
   int64_t best = 0;
   double bestT = m.stepTime(0, tokens);
   for (int64_t c : cands) {
@@ -74,24 +139,25 @@ CostModel Scheduler::estimate(int64_t segment) const {
 
 int64_t Scheduler::split(int64_t segment, int64_t contextTokens) {
   if (cfg_.policy == SchedulerPolicy::kStatic)
-    return cfg_.staticSplit;
+    return std::max<int64_t>(cfg_.staticSplit, 0);
   if (contextTokens <= 0)
     return 0;
+  const int64_t quant = quantum();
   if (cfg_.policy == SchedulerPolicy::kOracle)
-    return withinCapacity(balancedSplit(cfg_.prior, contextTokens, cfg_.quantum), contextTokens);
+    return withinCapacity(balancedSplit(cfg_.prior, contextTokens, quant), contextTokens);
 
   State &s = state(segment);
   const CostModel &m = s.model;
   const bool known = m.cpuPerToken > 0 && m.gpuPerToken > 0;
-  const double q = double(cfg_.quantum);
+  const double q = double(quant);
   if (s.fraction < 0) {
     // First run: start from the prior's balance, or from a fixed fraction so both sides get measured.
-    s.fraction = known ? double(balancedSplit(m, contextTokens, cfg_.quantum)) / double(contextTokens)
-                       : cfg_.initialFraction;
+    s.fraction = known ? double(balancedSplit(m, contextTokens, quant)) / double(contextTokens)
+                       : std::clamp(cfg_.initialFraction, 0.0, 1.0);
   } else if (known) {
     // Solve for balance at the current length (tracks growth with no lag), then move part of the
     // way there (damping), and not at all inside one quantum (no dithering on noise).
-    double target = double(balancedSplit(m, contextTokens, cfg_.quantum));
+    double target = double(balancedSplit(m, contextTokens, quant));
     double cur = s.fraction * double(contextTokens);
     double next = std::fabs(target - cur) < q ? cur : cur + cfg_.damping * (target - cur);
     if (target == 0 || target == double(contextTokens)) {
@@ -99,24 +165,29 @@ int64_t Scheduler::split(int64_t segment, int64_t contextTokens) {
       // never measured, so every probeInterval steps run once at the fixed-cost-free crossing to
       // learn whether the idle side has become worth using (costs change, sequences grow).
       next = target;
+      const int64_t interval = std::max<int64_t>(cfg_.probeInterval, 1);
       if (s.probeEvery <= 0)
-        s.probeEvery = cfg_.probeInterval;
+        s.probeEvery = interval;
       if (++s.idleSteps >= s.probeEvery) {
         // Every probe that ends back at the same end halves the probing rate (bounded): a probe
         // costs one slow step, so a confirmed decision should be re-checked less and less often.
         s.idleSteps = 0;
-        s.probeEvery = std::min(2 * s.probeEvery, 4 * cfg_.probeInterval);
+        s.probeEvery = std::min(2 * s.probeEvery, 4 * interval);
         next = double(contextTokens) * m.gpuPerToken / (m.cpuPerToken + m.gpuPerToken);
         next = std::max(next, q);
       }
     } else {
       s.idleSteps = 0;
-      s.probeEvery = cfg_.probeInterval;
+      s.probeEvery = std::max<int64_t>(cfg_.probeInterval, 1);
     }
-    s.fraction = next / double(contextTokens);
+    s.fraction = std::isfinite(next) ? std::clamp(next / double(contextTokens), 0.0, 1.0) : 0.5;
   }
-  double tokens = s.fraction * double(contextTokens);
-  int64_t out = int64_t(std::llround(tokens / q)) * cfg_.quantum;
+  // Round to whole quanta in double, then convert with saturation: near INT64_MAX tokens the
+  // rounded product may exceed int64, and the clamp below brings it back to the context.
+  double quanta = std::nearbyint(s.fraction * double(contextTokens) / q);
+  int64_t out = 0;
+  if (!checkedMul(saturatingInt64(quanta), quant, &out))
+    out = contextTokens;
   return withinCapacity(std::clamp<int64_t>(out, 0, contextTokens), contextTokens);
 }
 
@@ -129,6 +200,11 @@ int64_t Scheduler::withinCapacity(int64_t split, int64_t contextTokens) const {
 
 void Scheduler::observe(int64_t segment, const SegmentTiming &t) {
   if (cfg_.policy != SchedulerPolicy::kFeedback || t.contextTokens <= 0)
+    return;
+  // A NaN, infinite or negative time is not a measurement: learning from it would poison the
+  // model (and every split computed from it) for good.
+  if (!nonNegativeFinite(t.cpuSeconds) || !nonNegativeFinite(t.gpuSeconds) ||
+      !nonNegativeFinite(t.transferSeconds))
     return;
   State &s = state(segment);
   CostModel &m = s.model;

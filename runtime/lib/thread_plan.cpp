@@ -48,6 +48,12 @@ ThreadPlan planThreads(const KvPool &pool, const std::vector<int64_t> &seqs, int
     }
   if (active.empty())
     return plan;
+  // A thread without a block has nothing to do; capping here also bounds the distribution loop
+  // below by the work, not by a caller's thread count (INT32_MAX threads must not spin for minutes).
+  size_t items = 0;
+  for (const auto &v : perTier)
+    items += v.size();
+  numThreads = int32_t(std::min<size_t>(size_t(numThreads), items));
 
   if (int32_t(active.size()) > numThreads) {
     // Too few threads: longest-processing-time-first over whole tiers.

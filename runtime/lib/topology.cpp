@@ -4,6 +4,7 @@
 #include <numa.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <set>
 #include <sstream>
@@ -97,6 +98,16 @@ Result<Topology> Topology::fromTiers(std::vector<TierInfo> tiers, const Discover
         return s;
     if (tier.capacityBytes == 0)
       return invalidArgument("topology: tier '" + tier.name + "' has zero capacity");
+    if (tier.kind != TierKind::kHbm && tier.kind != TierKind::kDram && tier.kind != TierKind::kFar)
+      return invalidArgument("topology: tier '" + tier.name + "' has an unknown kind");
+    if (tier.numaNode < -1)
+      return invalidArgument("topology: tier '" + tier.name + "' names NUMA node " +
+                             std::to_string(tier.numaNode) + " (use -1 for none)");
+    // Bandwidths divide byte counts everywhere downstream: NaN or infinity would poison every
+    // estimate and every float-to-int conversion made from it. 0 means "not known: probe".
+    if (!std::isfinite(tier.readGBs) || tier.readGBs < 0)
+      return invalidArgument("topology: tier '" + tier.name + "' has read bandwidth " +
+                             std::to_string(tier.readGBs) + " (needs a finite figure >= 0)");
     const NumaNodeInfo *node = nullptr;
     for (const auto &n : t.nodes_)
       if (n.id == tier.numaNode)

@@ -1,14 +1,26 @@
 // Parser for the explicit tier description (HYBRIDGEN_TIERS / config files).
 #include "hybridgen/runtime/topology.h"
 
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <cctype>
+#include <cerrno>
+#include <cmath>
 #include <cstdlib>
-#include <fstream>
+#include <cstring>
 #include <sstream>
 
 namespace hybridgen::rt {
 
 namespace {
+
+/// Bounds on what a tier description may make the runtime hold: config text is tiny in practice,
+/// so anything larger is a mistake (a wrong path, /dev/zero) and must not grow memory unbounded.
+constexpr size_t kMaxConfigBytes = 1u << 20;
+constexpr size_t kMaxTiers = 64;
+constexpr int64_t kMaxNumaNode = 4095; // libnuma's largest node id on any kernel config
 
 std::string trim(const std::string &s) {
   size_t b = 0, e = s.size();
@@ -25,12 +37,42 @@ std::string lower(std::string s) {
   return s;
 }
 
-Result<double> parseNumber(const std::string &key, const std::string &v) {
+/// A finite, positive number (no nan/inf, no hex floats): bandwidths are divisors downstream.
+Result<double> parsePositiveNumber(const std::string &key, const std::string &v) {
+  // Decimal notation only: strtod would also take "nan", "inf" and hex floats.
+  bool decimal = !v.empty() && v.find_first_not_of("0123456789.eE+-") == std::string::npos;
   char *end = nullptr;
-  double d = std::strtod(v.c_str(), &end);
-  if (v.empty() || *end != '\0')
-    return invalidArgument("tier config: '" + key + "' needs a number, got '" + v + "'");
+  errno = 0;
+  double d = decimal ? std::strtod(v.c_str(), &end) : 0;
+  if (!decimal || *end != '\0' || errno == ERANGE || !std::isfinite(d) || d <= 0 || d > 1e9)
+    return invalidArgument("tier config: '" + key + "' needs a finite number in (0, 1e9], got '" +
+                           v + "'");
   return d;
+}
+
+/// A decimal integer in [lo, hi], parsed as an integer: "1e300", "nan", "2.5" or "-7" for a field
+/// that cannot take them are errors, never a float cast to int.
+Result<int64_t> parseInteger(const std::string &key, const std::string &v, int64_t lo, int64_t hi) {
+  char *end = nullptr;
+  errno = 0;
+  long long x = 0;
+  bool digits = !v.empty() && (std::isdigit((unsigned char)v[0]) ||
+                               (v.size() > 1 && v[0] == '-' && std::isdigit((unsigned char)v[1])));
+  if (digits)
+    x = std::strtoll(v.c_str(), &end, 10);
+  if (!digits || *end != '\0' || errno == ERANGE || x < lo || x > hi)
+    return invalidArgument("tier config: '" + key + "' needs an integer in [" + std::to_string(lo) +
+                           ", " + std::to_string(hi) + "], got '" + v + "'");
+  return int64_t(x);
+}
+
+Result<bool> parseFlag(const std::string &key, const std::string &v) {
+  std::string l = lower(v);
+  if (l == "1" || l == "true" || l == "yes")
+    return true;
+  if (l == "0" || l == "false" || l == "no")
+    return false;
+  return invalidArgument("tier config: '" + key + "' needs 0|1|true|false|yes|no, got '" + v + "'");
 }
 
 Result<TierInfo> parseEntry(const std::string &entry) {
@@ -60,7 +102,8 @@ Result<TierInfo> parseEntry(const std::string &entry) {
         return invalidArgument("tier config: unknown kind '" + val + "' (hbm|dram|far|cxl)");
       haveKind = true;
     } else if (key == "node") {
-      auto n = parseNumber(key, val);
+      // Node ids index libnuma bitmasks; fromTiers checks that the node exists.
+      auto n = parseInteger(key, val, 0, kMaxNumaNode);
       if (!n)
         return n.status();
       tier.numaNode = int32_t(*n);
@@ -70,11 +113,9 @@ Result<TierInfo> parseEntry(const std::string &entry) {
         return b.status();
       tier.capacityBytes = *b;
     } else if (key == "bandwidth" || key == "bw") {
-      auto n = parseNumber(key, val);
+      auto n = parsePositiveNumber(key, val);
       if (!n)
         return n.status();
-      if (*n <= 0)
-        return invalidArgument("tier config: bandwidth must be > 0");
       tier.readGBs = *n;
       tier.bandwidthSource = BandwidthSource::kConfig;
     } else if (key == "device") {
@@ -83,7 +124,10 @@ Result<TierInfo> parseEntry(const std::string &entry) {
         return invalidArgument("tier config: unknown device '" + val + "' (cuda|host)");
       tier.wantsDevice = d == "cuda";
     } else if (key == "emulated") {
-      tier.emulated = val == "1" || lower(val) == "true" || lower(val) == "yes";
+      auto f = parseFlag(key, val);
+      if (!f)
+        return f.status();
+      tier.emulated = *f;
     } else {
       return invalidArgument("tier config: unknown key '" + key + "'");
     }
@@ -105,9 +149,11 @@ Result<uint64_t> parseByteSize(const std::string &text) {
   size_t i = 0;
   while (i < t.size() && (std::isdigit((unsigned char)t[i]) || t[i] == '.'))
     ++i;
-  if (i == 0)
+  std::string number = t.substr(0, i);
+  char *end = nullptr;
+  double num = number.empty() ? 0 : std::strtod(number.c_str(), &end);
+  if (number.empty() || *end != '\0')
     return invalidArgument("bad byte size '" + text + "'");
-  double num = std::strtod(t.substr(0, i).c_str(), nullptr);
   std::string suf = lower(trim(t.substr(i)));
   double mul = 1;
   if (suf.empty() || suf == "b")
@@ -122,10 +168,25 @@ Result<uint64_t> parseByteSize(const std::string &text) {
     mul = 1024.0 * 1024 * 1024 * 1024;
   else
     return invalidArgument("bad byte size suffix in '" + text + "'");
-  return uint64_t(num * mul);
+  // A plain integer is taken exactly (doubles round above 2^53); anything else goes through the
+  // double, range-checked first because an out-of-range float-to-int cast is undefined.
+  if (number.find('.') == std::string::npos && mul == 1) {
+    errno = 0;
+    unsigned long long exact = std::strtoull(number.c_str(), &end, 10);
+    if (errno == ERANGE)
+      return invalidArgument("byte size '" + text + "' exceeds 2^64 - 1");
+    return uint64_t(exact);
+  }
+  double bytes = num * mul;
+  if (!(bytes < 18446744073709551616.0))
+    return invalidArgument("byte size '" + text + "' exceeds 2^64 - 1");
+  return uint64_t(bytes);
 }
 
 Result<Topology> Topology::fromConfig(const std::string &text, const DiscoverOptions &opts) {
+  if (text.size() > kMaxConfigBytes)
+    return invalidArgument("tier config: " + std::to_string(text.size()) + " bytes exceed the " +
+                           std::to_string(kMaxConfigBytes) + "-byte limit");
   std::vector<TierInfo> tiers;
   std::string cleaned;
   // Strip comments line by line, then treat newlines like ';'.
@@ -146,6 +207,8 @@ Result<Topology> Topology::fromConfig(const std::string &text, const DiscoverOpt
     if (!tier)
       return tier.status();
     tiers.push_back(std::move(*tier));
+    if (tiers.size() > kMaxTiers)
+      return invalidArgument("tier config: more than " + std::to_string(kMaxTiers) + " tiers");
   }
   if (tiers.empty())
     return invalidArgument("tier config: no tiers described");
@@ -153,12 +216,38 @@ Result<Topology> Topology::fromConfig(const std::string &text, const DiscoverOpt
 }
 
 Result<Topology> Topology::fromConfigFile(const std::string &path, const DiscoverOptions &opts) {
-  std::ifstream in(path);
-  if (!in)
-    return notFound("tier config: cannot open '" + path + "'");
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return fromConfig(ss.str(), opts);
+  // O_NONBLOCK: opening a FIFO must not wait for a writer. Only regular files are read, and at most
+  // kMaxConfigBytes + 1 bytes of them (st_size may lie, e.g. for /proc files or a growing file).
+  int fd = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+  if (fd < 0)
+    return notFound("tier config: cannot open '" + path + "': " + std::strerror(errno));
+  struct stat st;
+  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    ::close(fd);
+    return invalidArgument("tier config: '" + path + "' is not a regular file");
+  }
+  std::string text;
+  char buf[4096];
+  for (;;) {
+    ssize_t got = ::read(fd, buf, sizeof buf);
+    if (got < 0 && errno == EINTR)
+      continue;
+    if (got < 0) {
+      int err = errno;
+      ::close(fd);
+      return systemError("tier config: reading '" + path + "' failed: " + std::strerror(err));
+    }
+    if (got == 0)
+      break;
+    text.append(buf, size_t(got));
+    if (text.size() > kMaxConfigBytes) {
+      ::close(fd);
+      return invalidArgument("tier config: '" + path + "' is larger than the " +
+                             std::to_string(kMaxConfigBytes) + "-byte limit");
+    }
+  }
+  ::close(fd);
+  return fromConfig(text, opts);
 }
 
 Result<Topology> Topology::fromEnvironment(const DiscoverOptions &opts) {

@@ -19,6 +19,10 @@ namespace hybridgen::rt {
 class SchedulerContext {
 public:
   explicit SchedulerContext(SchedulerConfig cfg, KvPool *pool = nullptr, PlacementConfig placement = {});
+  /// The constructor after validating both configs (SchedulerConfig::validate,
+  /// PlacementConfig::validate): the way to build a context from user-supplied settings.
+  static Result<std::shared_ptr<SchedulerContext>> create(SchedulerConfig cfg, KvPool *pool = nullptr,
+                                                          PlacementConfig placement = {});
 
   /// Starts a decode step over sequences of at most |contextTokens| tokens (the split is decided per
   /// segment against this length).

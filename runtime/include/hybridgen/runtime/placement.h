@@ -13,6 +13,9 @@ struct PlacementConfig {
   int64_t recentTokens = 1024;   // the newest host tokens of a sequence stay hot
   bool useHits = true;           // sparse mode: blocks selected more often are hotter
   int64_t maxMigrationsPerStep = 64;
+
+  /// kInvalidArgument when a token count or the migration budget is negative.
+  Status validate() const;
 };
 
 struct Migration {

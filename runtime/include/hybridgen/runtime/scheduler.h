@@ -24,6 +24,9 @@ struct CostModel {
   double gpuFixed = 0, gpuPerToken = 0;
   double transfer = 0; // added to the CPU side when it has tokens
 
+  /// kInvalidArgument when a cost is negative, NaN or infinite.
+  Status validate() const;
+
   /// Step time (the slower side) at split |split| of |tokens|.
   double stepTime(int64_t split, int64_t tokens) const;
 };
@@ -55,12 +58,21 @@ struct SchedulerConfig {
   /// model line always passes through the last measured point, so the balance it converges to is
   /// exact even when the fixed costs are off (they only shift the decision to idle a side).
   CostModel prior;
+
+  /// kInvalidArgument naming the first field out of range: quantum <= 0, smoothing or damping outside
+  /// (0, 1], initialFraction outside [0, 1], a negative split or capacity, probeInterval <= 0, a
+  /// negative or non-finite prior cost, an unknown policy. Every entry point that takes a config
+  /// from a user (Scheduler::create, SchedulerContext::create, the Python bindings) checks it.
+  Status validate() const;
 };
 
 /// Per-segment split decisions. Not thread-safe by itself; SchedulerContext serializes calls.
 class Scheduler {
 public:
+  /// |cfg| should pass validate() (use create() for configs from users). Even one that does not
+  /// never causes undefined behaviour: degenerate values are treated as their nearest valid ones.
   explicit Scheduler(SchedulerConfig cfg = {}) : cfg_(cfg) {}
+  static Result<Scheduler> create(SchedulerConfig cfg);
   const SchedulerConfig &config() const { return cfg_; }
 
   /// Split point for the next run of |segment| over |contextTokens| tokens.
@@ -69,18 +81,20 @@ public:
   void observe(int64_t segment, const SegmentTiming &t);
   /// The current cost estimate of |segment| (the prior until it was observed).
   CostModel estimate(int64_t segment) const;
-  /// Replaces the oracle's (and the feedback prior's) model, e.g. after calibration.
-  void setModel(const CostModel &m) { cfg_.prior = m; }
+  /// Replaces the oracle's (and the feedback prior's) model, e.g. after calibration. A model with a
+  /// negative or non-finite cost is refused (the old one stays).
+  Status setModel(const CostModel &m);
 
 private:
   struct State {
     CostModel model;
     double fraction = -1; // last split / context, the damped state
-    int32_t idleSteps = 0; // consecutive steps with one side idle
-    int32_t probeEvery = 0; // current probe interval (backs off while probes confirm idling)
+    int64_t idleSteps = 0; // consecutive steps with one side idle
+    int64_t probeEvery = 0; // current probe interval (backs off while probes confirm idling)
   };
   State &state(int64_t segment);
   int64_t withinCapacity(int64_t split, int64_t contextTokens) const;
+  int64_t quantum() const { return cfg_.quantum > 0 ? cfg_.quantum : 1; }
   SchedulerConfig cfg_;
   std::map<int64_t, State> states_;
 };

@@ -1,0 +1,125 @@
+#!/usr/bin/env bash
+# fuzz.sh: build and run a libFuzzer target for as long as asked, keeping its corpus.
+#
+#   scripts/fuzz.sh runtime [--time|--seconds SECONDS] [--corpus DIR] [--jobs N] [--junit FILE]
+#                           [-- ARGS...]
+#
+# runtime: the runtime target (runtime/fuzz/runtime_fuzz.cpp: pool, scheduler, placement, thread
+#          plan and C ABI against a shadow model), built with clang-22
+#          -fsanitize=fuzzer,address,undefined in $HYBRIDGEN_FUZZ_DIR/runtime (default build-fuzz/).
+# --time   seconds to run (default 60); --corpus the corpus directory, created if missing and kept
+#          between runs (default build-fuzz/corpus-runtime; never committed); --jobs parallel
+#          workers (default 1); --junit writes a one-case JUnit XML for scripts/summarize_results.py;
+#          ARGS after -- go to libFuzzer unchanged. Findings (crash-*, leak-*, timeout-*) land in
+#          build-fuzz/findings-runtime/. Prints `runtime fuzzer: N executions in S s, F findings`
+#          and exits non-zero when something was found.
+set -uo pipefail
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+FUZZ_DIR="${HYBRIDGEN_FUZZ_DIR:-$ROOT/build-fuzz}"
+
+usage() { sed -n '2,/^[^#]/p' "${BASH_SOURCE[0]}" | sed '$d; s/^# \{0,1\}//'; exit 2; }
+
+target="${1:-}"
+[ -n "$target" ] || usage
+shift
+time_s=60 corpus="" jobs=1 junit="" extra=()
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --time|--seconds) time_s="$2"; shift 2 ;;
+    --corpus) corpus="$2"; shift 2 ;;
+    --jobs) jobs="$2"; shift 2 ;;
+    --junit) junit="$2"; shift 2 ;;
+    --) shift; extra=("$@"); break ;;
+    *) usage ;;
+  esac
+done
+
+# Writes a JUnit report with one test case named after the target (failed when $2 is non-empty,
+# skipped when $4 is "skip").
+write_junit() {
+  [ -n "$junit" ] || return 0
+  local name="$1" failure="$2" secs="$3" kind="${4:-}"
+  mkdir -p "$(dirname "$junit")"
+  {
+    echo '<?xml version="1.0" encoding="UTF-8"?>'
+    echo "<testsuite name=\"fuzz\" tests=\"1\" failures=\"$([ -n "$failure" ] && echo 1 || echo 0)\">"
+    echo "  <testcase classname=\"fuzz\" name=\"$name\" time=\"$secs\">"
+    local msg
+    msg="$(echo "$failure" | sed 's/&/\&amp;/g; s/</\&lt;/g; s/"/\&quot;/g')"
+    if [ "$kind" = skip ]; then
+      echo "    <skipped message=\"$msg\"/>"
+    elif [ -n "$failure" ]; then
+      echo "    <failure message=\"$msg\"/>"
+    fi
+    echo "  </testcase>"
+    echo "</testsuite>"
+  } >"$junit"
+}
+
+# Runs |binary| on |corpus| for time_s seconds; summarizes executions and findings.
+run_target() {
+  local name="$1" binary="$2" findings="$3"
+  mkdir -p "$corpus" "$findings"
+  local log="$findings/last-run.log"
+  local start=$SECONDS
+  # Long inputs from the start (-len_control=0): one input is a whole operation sequence, and the
+  # pool setup alone takes about 20 bytes, so libFuzzer's slow default length growth would spend the
+  # first minutes on sequences of one or two operations.
+  local args=(-max_total_time="$time_s" -timeout=20 -rss_limit_mb=4096 -print_final_stats=1
+              -max_len=1024 -len_control=0 -artifact_prefix="$findings/")
+  rm -f "$findings"/fuzz-*.log
+  if [ "$jobs" -gt 1 ]; then
+    # Workers share the corpus; each writes fuzz-N.log in the current directory.
+    (cd "$findings" && "$binary" "${args[@]}" -jobs="$jobs" -workers="$jobs" "${extra[@]}" "$corpus") \
+      >"$log" 2>&1
+  else
+    "$binary" "${args[@]}" "${extra[@]}" "$corpus" >"$log" 2>&1
+  fi
+  local rc=$?
+  local secs=$((SECONDS - start))
+  local runs
+  if [ "$jobs" -gt 1 ]; then
+    runs=$(cat "$findings"/fuzz-*.log 2>/dev/null | sed -n 's/^stat::number_of_executed_units: *//p' |
+           awk '{s += $1} END {print s + 0}')
+  else
+    runs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$log" | tail -1)
+  fi
+  local found
+  found=$(find "$findings" -maxdepth 1 \( -name 'crash-*' -o -name 'leak-*' -o -name 'timeout-*' \
+            -o -name 'oom-*' \) -newer "$log.start" 2>/dev/null | wc -l)
+  echo "$name fuzzer: ${runs:-0} executions in $secs s, $found findings (corpus $corpus: $(ls "$corpus" | wc -l) inputs)"
+  if [ "$rc" -ne 0 ] || [ "$found" -ne 0 ]; then
+    tail -n 30 "$log"
+    write_junit "$name" "libFuzzer exited $rc with $found findings; see $log" "$secs"
+    return 1
+  fi
+  write_junit "$name" "" "$secs"
+}
+
+case "$target" in
+  runtime)
+    if ! ls /usr/lib/llvm-22/lib/clang/*/lib/linux/libclang_rt.fuzzer-x86_64.a >/dev/null 2>&1; then
+      echo "fuzz.sh runtime: clang-22 has no libFuzzer runtime; skipped"
+      write_junit runtime "clang-22 without libFuzzer" 0 skip
+      exit 0
+    fi
+    build="$FUZZ_DIR/runtime"
+    corpus="${corpus:-$FUZZ_DIR/corpus-runtime}"
+    if [ ! -f "$build/build.ninja" ]; then
+      cmake -S "$ROOT/runtime" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+        -DCMAKE_C_COMPILER=clang-22 -DCMAKE_CXX_COMPILER=clang++-22 \
+        -DCMAKE_CXX_COMPILER_LAUNCHER=ccache -DHYBRIDGEN_RT_FUZZ=ON \
+        -DHYBRIDGEN_RT_TESTS=OFF -DHYBRIDGEN_RT_BENCH=OFF >/dev/null ||
+        { write_junit runtime "cmake failed" 0; echo "fuzz.sh: cmake failed"; exit 1; }
+    fi
+    ninja -C "$build" -j"${HYBRIDGEN_JOBS:-2}" hybridgen_runtime_fuzz >/dev/null ||
+      { write_junit runtime "build failed" 0; echo "fuzz.sh: build failed"; exit 1; }
+    findings="$FUZZ_DIR/findings-runtime"
+    mkdir -p "$findings" && touch "$findings/last-run.log.start"
+    run_target runtime "$build/fuzz/hybridgen_runtime_fuzz" "$findings"
+    ;;
+  *)
+    echo "fuzz.sh: unknown target '$target' (known: runtime)"
+    exit 2
+    ;;
+esac
