@@ -23,6 +23,28 @@ void hgrt_device_end(int64_t segment_id, int32_t device);
    sets HYBRIDGEN_DISABLE_AMX to anything but 0. */
 int32_t hgrt_amx_available(void);
 
+/* Argument errors found by compiled kernels. A kernel checks every block id and length it would
+   read (one compare per block, before its parallel loops, on the calling thread); on a violation
+   it reports it here, reads nothing outside the pool and writes the empty partial
+   (m = -inf, l = 0, o = 0). The record is per thread: the caller of a compiled function takes it
+   after the call (JitModule::call and AotLibrary::call turn it into an ArgumentError). */
+enum {
+  HGRT_ARG_BLOCK_ID = 1, /* block_table[sequence][index] = value is outside the pool of limit blocks */
+  HGRT_ARG_LENGTH = 2,   /* seq_lens[sequence] = value is negative or above the table's limit tokens */
+  HGRT_ARG_BATCH = 3     /* argument #index has value rows (limit = the batch of q) */
+};
+typedef struct hgrt_argument_error {
+  int32_t kind; /* HGRT_ARG_*; 0 when nothing was recorded */
+  int64_t sequence, index, value, limit;
+  int64_t count; /* violations recorded since the last take; the fields describe the first */
+} hgrt_argument_error;
+/* Records a violation on the calling thread (keeps the first one until taken). */
+void hgrt_kernel_argument_error(int32_t kind, int64_t sequence, int64_t index, int64_t value,
+                                int64_t limit);
+/* 1 and the record (then cleared) when this thread recorded a violation since the last take;
+   0 otherwise. |out| may be null to just clear. */
+int32_t hgrt_take_kernel_argument_error(hgrt_argument_error *out);
+
 #ifdef __cplusplus
 }
 #endif
