@@ -21,7 +21,7 @@ def _options(options: Union[None, Mapping[str, Any], "_native.CompileOptions"]):
     opts = _native.CompileOptions()
     for key, value in dict(options or {}).items():
         if not hasattr(opts, key):
-            raise TypeError(f"unknown compile option {key!r}")
+            raise _native.ArgumentError(f"unknown compile option {key!r}")
         setattr(opts, key, value)
     return opts
 
