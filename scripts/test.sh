@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # test.sh: set everything up, then run every suite (lit, runtime and driver unit tests, the runtime
-# under AddressSanitizer, pytest) and end with one line: `N passed, M failed`.
+# under AddressSanitizer, pytest, a short IR fuzz run) and end with one line: `N passed, M failed`.
 set -uo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 BUILD="${HYBRIDGEN_BUILD_DIR:-$ROOT/build}"
@@ -36,6 +36,10 @@ echo "== pytest"
 (cd "$ROOT" && "$ROOT/.venv/bin/python" -m pytest -q "$ROOT/python/tests" \
   --junitxml="$RESULTS/pytest.xml")
 
+echo "== IR fuzzer (bounded; scripts/fuzz.sh ir runs it for longer)"
+bash "$ROOT/scripts/fuzz.sh" ir --seconds "${HYBRIDGEN_FUZZ_SECONDS:-30}" \
+  --junit "$RESULTS/fuzz-ir.xml"
+
 "$ROOT/.venv/bin/python" "$ROOT/scripts/summarize_results.py" \
   "$RESULTS/lit.xml" "$RESULTS/runtime.xml" "$RESULTS/runtime-asan.xml" \
-  "$RESULTS/driver.xml" "$RESULTS/pytest.xml"
+  "$RESULTS/driver.xml" "$RESULTS/pytest.xml" "$RESULTS/fuzz-ir.xml"
