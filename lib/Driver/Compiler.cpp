@@ -197,8 +197,11 @@ LoweredModule parseAndLowerHere(const std::string &text, const CompileOptions &o
 
 } // namespace
 
-LoweredModule parseAndLower(const std::string &text, const CompileOptions &options, bool aot) {
+LoweredModule parseAndLower(const std::string &text, const CompileOptions &options, bool aot,
+                            bool ownStack) {
   checkOptions(options);
+  if (!ownStack)
+    return parseAndLowerHere(text, options, aot);
   LoweredModule out;
   std::exception_ptr error;
   llvm::thread worker(std::optional<unsigned>(kCompileStackBytes), [&] {

@@ -4,8 +4,10 @@
 // code generator: the input guard, parse, verify, the driver's type and signature checks, the hg
 // CPU pipeline (the variant - JIT or AOT flavour, all devices or cpu only, AMX, chunk size -
 // chosen by a hash of the input, so every variant is reached and each input replays the same
-// way) and translation to LLVM IR. A CompileError is the expected answer to bad input; any other
-// exception, a crash, an ASan report, a hang or a runaway allocation is a finding.
+// way) and translation to LLVM IR. It runs on libFuzzer's thread (8 MiB; the input guard bounds
+// nesting) rather than the driver's 64 MiB one, which would cost a thread per execution. A
+// CompileError is the expected answer to bad input; any other exception, a crash, an ASan
+// report, a hang or a runaway allocation is a finding.
 //
 // Built by scripts/fuzz.sh in its own build directory with -fsanitize=fuzzer,address on the
 // project's code; libMLIR.so and libLLVM.so are Debian's, so MLIR itself runs without ASan
@@ -46,7 +48,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   options.chunkTokens = kChunks[(h >> 4) & 3];
   options.sourceName = "fuzz.mlir";
   try {
-    driver::detail::LoweredModule lowered = driver::detail::parseAndLower(text, options, aot);
+    driver::detail::LoweredModule lowered = driver::detail::parseAndLower(text, options, aot, /*ownStack=*/false);
     llvm::LLVMContext llvmContext;
     std::unique_ptr<llvm::Module> module =
         mlir::translateModuleToLLVMIR(*lowered.module, llvmContext, "fuzz");
