@@ -29,9 +29,9 @@ int32_t hgrt_amx_available(void);
    (m = -inf, l = 0, o = 0). The record is per thread: the caller of a compiled function takes it
    after the call (JitModule::call and AotLibrary::call turn it into an ArgumentError). */
 enum {
-  HGRT_ARG_BLOCK_ID = 1, /* block_table[sequence][index] = value is outside the pool of limit blocks */
-  HGRT_ARG_LENGTH = 2,   /* seq_lens[sequence] = value is negative or above the table's limit tokens */
-  HGRT_ARG_BATCH = 3     /* argument #index has value rows (limit = the batch of q) */
+  HGRT_ARG_BLOCK_ID = 1, /* block_table[sequence][index] = value is not in [0, limit), the pool */
+  HGRT_ARG_LENGTH = 2,   /* seq_lens[sequence] = value is negative or above limit (table tokens) */
+  HGRT_ARG_BATCH = 3     /* kernel argument #index has value rows (limit = the batch of q) */
 };
 typedef struct hgrt_argument_error {
   int32_t kind; /* HGRT_ARG_*; 0 when nothing was recorded */
