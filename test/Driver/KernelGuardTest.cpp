@@ -157,3 +157,35 @@ TEST_F(KernelGuard, AotLibraryBadBlockIdIsInvalidArgument) {
         << e.what();
   }
 }
+
+// hg.merge with dynamic partials: a partial with fewer rows than the output is refused (it was
+// read past its end), the output left untouched.
+TEST(KernelGuardMerge, ShortPartialIsArgumentError) {
+  auto jit = JitModule::compile(R"(
+func.func @merge(%o: memref<?x4x8xf32>, %m: memref<?x4xf32>, %l: memref<?x4xf32>,
+                 %out: memref<?x4x8xf32>) {
+  hg.merge o(%o : memref<?x4x8xf32>) m(%m : memref<?x4xf32>) l(%l : memref<?x4xf32>)
+      into(%out : memref<?x4x8xf32>)
+  return
+}
+)");
+  std::vector<float> o(1 * 4 * 8, 1.0f), m(1 * 4, 0.0f), l(1 * 4, 1.0f), out(3 * 4 * 8, 5.0f);
+  std::vector<MemRefArg> args = {{o.data(), DType::f32, {1, 4, 8}, {}},
+                                 {m.data(), DType::f32, {1, 4}, {}},
+                                 {l.data(), DType::f32, {1, 4}, {}},
+                                 {out.data(), DType::f32, {3, 4, 8}, {}}};
+  try {
+    jit->call("merge", args);
+    FAIL() << "a partial with 1 row was merged into 3";
+  } catch (const ArgumentError &e) {
+    EXPECT_NE(std::string(e.what()).find("hg.merge: a partial's dimension 0 is 1 but the "
+                                         "output's is 3"),
+              std::string::npos)
+        << e.what();
+  }
+  for (float x : out)
+    ASSERT_EQ(x, 5.0f);
+  args[3].shape = {1, 4, 8};
+  jit->call("merge", args); // consistent shapes: merged (one partial: out = o)
+  EXPECT_EQ(out[0], 1.0f);
+}

@@ -93,3 +93,25 @@ func.func @chunk_option(%q: memref<1x8x64xf32>, %k: memref<8x2x16x64xf32>, %bt: 
       -> o(%o : memref<1x8x64xf32>) m(%m : memref<1x8xf32>) l(%m : memref<1x8xf32>) {scale = 0.125 : f32}
   return
 }
+
+// -----
+
+// hg.merge compares at run time the dimensions the verifier could not (dynamic on either side):
+// on a mismatch it reports kind 4 and skips the merge; static dimensions get no compare.
+// CHECK-LABEL: func.func @merge_dynamic
+// CHECK-SAME: (%[[O:[^:]*]]: memref<?x8x64xf32>, %{{.*}}, %{{.*}}, %[[OUT:[^:]*]]: memref<2x8x64xf32>)
+// CHECK: %[[GOT:.*]] = memref.dim %[[O]], %{{.*}} : memref<?x8x64xf32>
+// CHECK: %[[WANT:.*]] = memref.dim %[[OUT]], %{{.*}} : memref<2x8x64xf32>
+// CHECK: %[[BAD:.*]] = arith.cmpi ne, %[[GOT]], %[[WANT]] : index
+// CHECK: scf.if %[[BAD]] {
+// CHECK: %[[C4:.*]] = arith.constant 4 : i32
+// CHECK: func.call @hgrt_kernel_argument_error(%[[C4]],
+// CHECK-NOT: memref.dim %[[O]]
+// CHECK: scf.if %{{.*}} {
+// CHECK: scf.parallel
+func.func @merge_dynamic(%o: memref<?x8x64xf32>, %m: memref<?x8xf32>, %l: memref<?x8xf32>,
+                         %out: memref<2x8x64xf32>) {
+  hg.merge o(%o : memref<?x8x64xf32>) m(%m : memref<?x8xf32>) l(%l : memref<?x8xf32>)
+      into(%out : memref<2x8x64xf32>)
+  return
+}

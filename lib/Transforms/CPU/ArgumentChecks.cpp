@@ -29,17 +29,8 @@ struct Checks {
   const KernelConfig &c;
   const KernelArgs &a;
 
-  Value i64(Value index) {
-    return arith::IndexCastOp::create(e.b, e.b.getI64Type(), index);
-  }
-
   void report(int32_t kind, Value seq, Value index, Value value, Value limit) {
-    Type i64t = e.b.getI64Type();
-    func::FuncOp fn = declareFunction(module, "hgrt_kernel_argument_error",
-                                      {e.b.getI32Type(), i64t, i64t, i64t, i64t});
-    Value kindValue = arith::ConstantIntOp::create(e.b, kind, 32);
-    func::CallOp::create(e.b, fn,
-                         ValueRange{kindValue, i64(seq), i64(index), i64(value), i64(limit)});
+    emitArgumentError(e, module, kind, seq, index, value, limit);
   }
 
   Value notOf(Value cond) {
@@ -103,6 +94,17 @@ struct Checks {
 };
 
 } // namespace
+
+void cpu::emitArgumentError(Emitter &e, ModuleOp module, int32_t kind, Value seq, Value index,
+                            Value value, Value limit) {
+  Type i64 = e.b.getI64Type();
+  func::FuncOp fn = declareFunction(module, "hgrt_kernel_argument_error",
+                                    {e.b.getI32Type(), i64, i64, i64, i64});
+  auto cast = [&](Value v) { return arith::IndexCastOp::create(e.b, i64, v).getResult(); };
+  Value kindValue = arith::ConstantIntOp::create(e.b, kind, 32);
+  func::CallOp::create(e.b, fn,
+                       ValueRange{kindValue, cast(seq), cast(index), cast(value), cast(limit)});
+}
 
 void cpu::emitEmptyPartial(Emitter &e, const KernelConfig &c, Value o, Value m, Value l,
                            Value rows) {

@@ -236,6 +236,9 @@ std::pair<func::FuncOp, KernelArgs> createKernelFunction(ImplicitLocOpBuilder &b
 /// hold; its else-block writes the empty partial.
 scf::IfOp emitArgumentGuard(Emitter &e, ModuleOp module, const KernelConfig &config,
                             const KernelArgs &args);
+/// Emits a call hgrt_kernel_argument_error(kind, seq, index, value, limit) (index operands).
+void emitArgumentError(Emitter &e, ModuleOp module, int32_t kind, Value seq, Value index,
+                       Value value, Value limit);
 /// Writes the empty partial (o = 0, m = -inf, l = 0) for sequences [0, rows).
 void emitEmptyPartial(Emitter &e, const KernelConfig &config, Value o, Value m, Value l,
                       Value rows);

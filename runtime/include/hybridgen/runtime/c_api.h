@@ -31,7 +31,8 @@ int32_t hgrt_amx_available(void);
 enum {
   HGRT_ARG_BLOCK_ID = 1, /* block_table[sequence][index] = value is not in [0, limit), the pool */
   HGRT_ARG_LENGTH = 2,   /* seq_lens[sequence] = value is negative or above limit (table tokens) */
-  HGRT_ARG_BATCH = 3     /* kernel argument #index has value rows (limit = the batch of q) */
+  HGRT_ARG_BATCH = 3,    /* kernel argument #index has value rows (limit = the batch of q) */
+  HGRT_ARG_SHAPE = 4     /* hg.merge: a partial's dimension #index is value, the output's limit */
 };
 typedef struct hgrt_argument_error {
   int32_t kind; /* HGRT_ARG_*; 0 when nothing was recorded */

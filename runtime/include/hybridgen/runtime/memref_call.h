@@ -194,12 +194,16 @@ inline std::string describeArgumentError(const std::string &fn, const hgrt_argum
        << rec.limit;
     break;
   }
+  case HGRT_ARG_SHAPE:
+    os << "hg.merge: a partial's dimension " << rec.index << " is " << rec.value
+       << " but the output's is " << rec.limit;
+    break;
   default:
     os << "a compiled kernel refused its arguments (kind " << rec.kind << ")";
   }
   if (rec.count > 1)
     os << " (" << rec.count - 1 << " more violations in this call)";
-  os << "; the kernel read nothing outside its buffers and wrote the empty partial";
+  os << "; nothing was read outside the buffers";
   return os.str();
 }
 
