@@ -27,6 +27,7 @@ namespace {
 /// only bloat the code and spill.
 constexpr int64_t kMaxHeadDim = 512;
 constexpr int64_t kMaxBlockSize = 256;
+constexpr int64_t kMaxHeadElements = 16384;
 /// Default tokens per parallel chunk: large enough to amortize each chunk's fixed cost, small
 /// enough that one long sequence still spreads over every core. Measured here (Llama shapes, 16K
 /// and 128K tokens): 1024 against 256 tokens is +5-8% of the roof for f32, +0-10% for the bf16
@@ -77,6 +78,14 @@ struct LowerAttentionToCPUPass
       return op.emitOpError("head_dim ")
              << c.headDim << " is not supported by the CPU lowering (needs a multiple of 4 up to "
              << kMaxHeadDim << ")";
+    // The kernel keeps every head's scaled q and accumulators on each OpenMP thread's stack
+    // (libomp's default worker stack is 4 MiB): 16 Ki floats of each at most (128 KiB in all;
+    // Llama-3-405B's 128 heads of 128 are exactly that).
+    if (c.qHeads * c.headDim > kMaxHeadElements)
+      return op.emitOpError("q_heads x head_dim = ")
+             << c.qHeads << " x " << c.headDim
+             << " is not supported by the CPU lowering (at most " << kMaxHeadElements
+             << " elements per sequence)";
     if (c.blockSize > kMaxBlockSize)
       return op.emitOpError("block size ")
              << c.blockSize << " is not supported by the CPU lowering (at most " << kMaxBlockSize
