@@ -109,8 +109,20 @@ bool targetHasAmx(const CompileOptions &options, bool aot) {
 /// vector<4294967295xi1> argument ended in "LLVM ERROR: out of memory"), and no hg lowering
 /// emits more than a few hundred lanes.
 constexpr int64_t kMaxVectorElements = 1 << 16;
+/// Largest constant (dense attribute) accepted, in elements.
+constexpr int64_t kMaxConstantElements = int64_t(1) << 24;
 /// Largest chunk the CPU kernels accept (tokens); the lowering refuses more as well.
 constexpr int64_t kMaxChunkTokens = int64_t(1) << 24;
+
+/// The number of elements of |type| counting dynamic dimensions as 1, or nullopt when it
+/// overflows int64.
+std::optional<int64_t> elementCount(ShapedType type) {
+  std::optional<int64_t> elements = 1;
+  for (int64_t d : type.getShape())
+    if (!ShapedType::isDynamic(d) && elements)
+      elements = llvm::checkedMul(*elements, d);
+  return elements;
+}
 
 /// Emits an error at |loc| when |type| (or a type nested in it) is a vector wider than
 /// kMaxVectorElements or a shaped type whose element count overflows int64.
@@ -120,10 +132,7 @@ LogicalResult checkTypeSize(Type type, Location loc) {
     auto shaped = dyn_cast<ShapedType>(t);
     if (failed(result) || !shaped || !shaped.hasRank())
       return;
-    std::optional<int64_t> elements = 1;
-    for (int64_t d : shaped.getShape())
-      if (!ShapedType::isDynamic(d) && elements)
-        elements = llvm::checkedMul(*elements, d);
+    std::optional<int64_t> elements = elementCount(shaped);
     if (!elements) {
       result = emitError(loc) << "type " << t << " has more elements than a 64-bit count holds";
     } else if (isa<VectorType>(t) && *elements > kMaxVectorElements) {
@@ -147,10 +156,24 @@ LogicalResult checkTypeSizes(ModuleOp module) {
           if (failed(checkTypeSize(arg.getType(), arg.getLoc())))
             return WalkResult::interrupt();
     LogicalResult attrs = success();
-    op->getAttrDictionary().walk([&](Type t) {
-      if (succeeded(attrs))
-        attrs = checkTypeSize(t, op->getLoc());
-    });
+    op->getAttrDictionary().walk(
+        [&](Type t) {
+          if (succeeded(attrs))
+            attrs = checkTypeSize(t, op->getLoc());
+        },
+        [&](Attribute a) {
+          // Translation materializes constants element by element, splats included (a 10^9
+          // element memref.global initializer ended in "LLVM ERROR: out of memory").
+          auto elements = dyn_cast<ElementsAttr>(a);
+          if (failed(attrs) || !elements)
+            return;
+          std::optional<int64_t> count = elementCount(elements.getShapedType());
+          if (!count || *count > kMaxConstantElements)
+            attrs = emitError(op->getLoc())
+                    << "constant of type " << elements.getShapedType()
+                    << " has too many elements; at most " << kMaxConstantElements
+                    << " are supported";
+        });
     return failed(attrs) ? WalkResult::interrupt() : WalkResult::advance();
   });
   return failure(walk.wasInterrupted());

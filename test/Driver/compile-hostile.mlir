@@ -38,6 +38,11 @@
 // RUN: echo 'func.func @f(%%a: vector<4294967295xi1>, %%m: memref<4xf32>) { return }' > %t.vec.mlir
 // RUN: not hybridgen-compile %t.vec.mlir -o %t.so 2>&1 | FileCheck %s --check-prefix=VEC
 // VEC: error: vector type 'vector<4294967295xi1>' has 4294967295 elements; at most 65536 are supported
+// So did a 10^9-element constant (memref.global initializer), in LLVM's translation.
+// RUN: echo 'memref.global "private" constant @g : memref<1000000000xf32> = dense<1.0>' > %t.glob.mlir
+// RUN: echo 'func.func @f(%%m: memref<4xf32>) { return }' >> %t.glob.mlir
+// RUN: not hybridgen-compile %t.glob.mlir -o %t.so 2>&1 | FileCheck %s --check-prefix=GLOBAL
+// GLOBAL: error: constant of type 'tensor<1000000000xf32>' has too many elements; at most 16777216 are supported
 //
 // Numeric flags of hybridgen-run are range-checked (--end=INT64_MAX overflowed and exited 0).
 // RUN: not hybridgen-run --end=9223372036854775807 2>&1 | FileCheck %s --check-prefix=RUNEND
