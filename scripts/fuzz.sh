@@ -3,6 +3,7 @@
 #
 #   scripts/fuzz.sh runtime [--time|--seconds SECONDS] [--corpus DIR] [--jobs N] [--junit FILE]
 #                           [-- ARGS...]
+#   scripts/fuzz.sh ir [--seconds SECONDS] [--junit FILE]
 #
 # runtime: the runtime target (runtime/fuzz/runtime_fuzz.cpp: pool, scheduler, placement, thread
 #          plan and C ABI against a shadow model), built with clang-22
@@ -13,6 +14,12 @@
 #          ARGS after -- go to libFuzzer unchanged. Findings (crash-*, leak-*, timeout-*) land in
 #          build-fuzz/findings-runtime/. Prints `runtime fuzzer: N executions in S s, F findings`
 #          and exits non-zero when something was found.
+# ir:      parse + verify + every hg pipeline variant + translation to LLVM IR
+#          (test/fuzz/ir_fuzz.cpp), in its own build directory ($BUILD-ir-fuzz) where the project's
+#          code is compiled with -fsanitize=fuzzer-no-link,address (libMLIR.so is Debian's,
+#          uninstrumented). Seeds are the lit cases (scripts/extract_fuzz_seeds.py), the dictionary
+#          test/fuzz/hg.dict; new inputs go to $BUILD-ir-fuzz/corpus, findings to
+#          $BUILD-ir-fuzz/findings. Skipped (JUnit skipped) where clang-22 has no libFuzzer.
 set -uo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 FUZZ_DIR="${HYBRIDGEN_FUZZ_DIR:-$ROOT/build-fuzz}"
@@ -118,8 +125,49 @@ case "$target" in
     mkdir -p "$findings" && touch "$findings/last-run.log.start"
     run_target runtime "$build/fuzz/hybridgen_runtime_fuzz" "$findings"
     ;;
+  ir)
+    FUZZ_BUILD="${HYBRIDGEN_BUILD_DIR:-$ROOT/build}-ir-fuzz"
+    if ! ls /usr/lib/llvm-22/lib/clang/*/lib/linux/libclang_rt.fuzzer-x86_64.a >/dev/null 2>&1; then
+      echo "fuzz.sh ir: clang-22 has no libFuzzer runtime; skipped"
+      write_junit ir_fuzz "clang-22 without libFuzzer" 0 skip
+      exit 0
+    fi
+    if [ ! -f "$FUZZ_BUILD/build.ninja" ]; then
+      cmake -S "$ROOT" -B "$FUZZ_BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release \
+        -DCMAKE_C_COMPILER=clang-22 -DCMAKE_CXX_COMPILER=clang++-22 \
+        -DCMAKE_C_COMPILER_LAUNCHER=ccache -DCMAKE_CXX_COMPILER_LAUNCHER=ccache \
+        -DLLVM_USE_LINKER=lld -DMLIR_DIR=/usr/lib/llvm-22/lib/cmake/mlir -DLLVM_EXTERNAL_LIT=/usr/lib/llvm-22/bin/lit \
+        -DCMAKE_CXX_FLAGS="-fsanitize=fuzzer-no-link,address -fno-omit-frame-pointer" \
+        -DCMAKE_EXE_LINKER_FLAGS="-fsanitize=address" -DCMAKE_SHARED_LINKER_FLAGS="-fsanitize=address" \
+        -DHYBRIDGEN_IR_FUZZ=ON >/dev/null || { write_junit ir_fuzz "configure failed" 0; exit 1; }
+    fi
+    if ! ninja -C "$FUZZ_BUILD" -j"${HYBRIDGEN_JOBS:-$(nproc)}" hybridgen_ir_fuzz >/dev/null; then
+      echo "fuzz.sh ir: build failed"
+      write_junit ir_fuzz "build failed" 0
+      exit 1
+    fi
+    mkdir -p "$FUZZ_BUILD/corpus" "$FUZZ_BUILD/findings"
+    python3 "$ROOT/scripts/extract_fuzz_seeds.py" "$ROOT/test" "$FUZZ_BUILD/seeds" || exit 1
+    log="$FUZZ_BUILD/last-run.log"
+    # Leaks off: LLVM's registries live until exit by design. Nothing compiled is executed, so the
+    # runtime library is not needed.
+    ASAN_OPTIONS="detect_leaks=0:allocator_may_return_null=1" \
+      "$FUZZ_BUILD/test/fuzz/hybridgen_ir_fuzz" "$FUZZ_BUILD/corpus" "$FUZZ_BUILD/seeds" \
+      -dict="$ROOT/test/fuzz/hg.dict" -max_total_time="$time_s" -max_len=16384 -timeout=60 \
+      -rss_limit_mb=6144 -print_final_stats=1 -artifact_prefix="$FUZZ_BUILD/findings/" \
+      >"$log" 2>&1
+    rc=$?
+    execs=$(grep -o 'stat::number_of_executed_units: *[0-9]*' "$log" | grep -o '[0-9]*$' | tail -1)
+    echo "fuzz.sh ir: ${execs:-0} executions in ${time_s}s, exit $rc (log: $log)"
+    if [ $rc -ne 0 ]; then
+      grep -E "ERROR|==[0-9]+==|Test unit written|SUMMARY" "$log" | head -20
+      write_junit ir_fuzz "finding after ${execs:-0} executions, see $log" "$time_s"
+      exit 1
+    fi
+    write_junit ir_fuzz "" "$time_s"
+    ;;
   *)
-    echo "fuzz.sh: unknown target '$target' (known: runtime)"
+    echo "fuzz.sh: unknown target '$target' (known: runtime, ir)"
     exit 2
     ;;
 esac

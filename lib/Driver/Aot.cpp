@@ -66,17 +66,30 @@ void addLibrary(std::vector<std::string> &args, const std::string &path) {
   args.push_back("-Wl,-rpath," + dir.str());
 }
 
+/// An artifact with nothing to call is a mistake (an empty or truncated input file), not a
+/// success: refuse it before writing anything.
+void requireFunctions(const detail::LoweredModule &lowered, const CompileOptions &options) {
+  for (const auto &entry : lowered.functions)
+    if (entry.second.unsupported.empty())
+      return;
+  throw CompileError(options.sourceName +
+                     ": the module has no public function callable with memref arguments; "
+                     "nothing to compile");
+}
+
 } // namespace
 
 void compileToObject(const std::string &mlirText, const std::string &outPath,
                      const CompileOptions &options) {
   detail::LoweredModule lowered = detail::parseAndLower(mlirText, options, /*aot=*/true);
+  requireFunctions(lowered, options);
   emitObject(lowered, outPath, options);
 }
 
 void compileToSharedLibrary(const std::string &mlirText, const std::string &outPath,
                             const CompileOptions &options) {
   detail::LoweredModule lowered = detail::parseAndLower(mlirText, options, /*aot=*/true);
+  requireFunctions(lowered, options);
 
   llvm::SmallString<128> objPath;
   if (std::error_code ec = llvm::sys::fs::createTemporaryFile("hybridgen", "o", objPath))

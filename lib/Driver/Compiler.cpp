@@ -1,6 +1,8 @@
 //===- Compiler.cpp - parse, verify, lower and optimize hg modules for the driver -----===//
 #include "Compiler.h"
 
+#include "hybridgen/Driver/InputGuard.h"
+
 #include "hybridgen/Dialect/HG/HGDialect.h"
 #include "hybridgen/Transforms/Passes.h"
 #include "hybridgen/Transforms/Pipelines.h"
@@ -18,6 +20,8 @@
 #include "mlir/Target/LLVMIR/Dialect/All.h"
 
 #include "llvm/ADT/StringExtras.h"
+#include "llvm/Support/CheckedArithmetic.h"
+#include "llvm/Support/thread.h"
 #include "llvm/MC/MCSubtargetInfo.h"
 #include "llvm/MC/TargetRegistry.h"
 #include "llvm/Support/SourceMgr.h"
@@ -25,6 +29,7 @@
 #include "llvm/TargetParser/Host.h"
 
 #include <cstdlib>
+#include <exception>
 #include <mutex>
 
 using namespace mlir;
@@ -100,6 +105,97 @@ int64_t targetVectorBits(const llvm::TargetMachine &tm) {
   return sti->checkFeatures("+avx2") ? 256 : 128;
 }
 
+/// Vectors wider than this are refused: LLVM's code generator allocates per lane (a
+/// vector<4294967295xi1> argument ended in "LLVM ERROR: out of memory"), and no hg lowering
+/// emits more than a few hundred lanes.
+constexpr int64_t kMaxVectorElements = 1 << 16;
+/// Largest constant (dense attribute) accepted, in elements.
+constexpr int64_t kMaxConstantElements = int64_t(1) << 24;
+/// Largest chunk the CPU kernels accept (tokens); the lowering refuses more as well.
+constexpr int64_t kMaxChunkTokens = int64_t(1) << 24;
+
+/// The number of elements of |type| counting dynamic dimensions as 1, or nullopt when it
+/// overflows int64.
+std::optional<int64_t> elementCount(ShapedType type) {
+  std::optional<int64_t> elements = 1;
+  for (int64_t d : type.getShape())
+    if (!ShapedType::isDynamic(d) && elements)
+      elements = llvm::checkedMul(*elements, d);
+  return elements;
+}
+
+/// Emits an error at |loc| when |type| (or a type nested in it) is a vector wider than
+/// kMaxVectorElements or a shaped type whose element count overflows int64.
+LogicalResult checkTypeSize(Type type, Location loc) {
+  LogicalResult result = success();
+  type.walk([&](Type t) {
+    auto shaped = dyn_cast<ShapedType>(t);
+    if (failed(result) || !shaped || !shaped.hasRank())
+      return;
+    std::optional<int64_t> elements = elementCount(shaped);
+    if (!elements) {
+      result = emitError(loc) << "type " << t << " has more elements than a 64-bit count holds";
+    } else if (isa<VectorType>(t) && *elements > kMaxVectorElements) {
+      result = emitError(loc) << "vector type " << t << " has " << *elements
+                              << " elements; at most " << kMaxVectorElements << " are supported";
+    }
+  });
+  return result;
+}
+
+/// Every type the module names (results, block arguments, attributes such as function types)
+/// within the sizes code generation survives.
+LogicalResult checkTypeSizes(ModuleOp module) {
+  WalkResult walk = module->walk([&](Operation *op) {
+    for (Type t : op->getResultTypes())
+      if (failed(checkTypeSize(t, op->getLoc())))
+        return WalkResult::interrupt();
+    for (Region &region : op->getRegions())
+      for (Block &block : region)
+        for (BlockArgument arg : block.getArguments())
+          if (failed(checkTypeSize(arg.getType(), arg.getLoc())))
+            return WalkResult::interrupt();
+    LogicalResult attrs = success();
+    op->getAttrDictionary().walk(
+        [&](Type t) {
+          if (succeeded(attrs))
+            attrs = checkTypeSize(t, op->getLoc());
+        },
+        [&](Attribute a) {
+          // Translation materializes constants element by element, splats included (a 10^9
+          // element memref.global initializer ended in "LLVM ERROR: out of memory").
+          auto elements = dyn_cast<ElementsAttr>(a);
+          if (failed(attrs) || !elements)
+            return;
+          std::optional<int64_t> count = elementCount(elements.getShapedType());
+          if (!count || *count > kMaxConstantElements)
+            attrs = emitError(op->getLoc())
+                    << "constant of type " << elements.getShapedType()
+                    << " has too many elements; at most " << kMaxConstantElements
+                    << " are supported";
+        });
+    return failed(attrs) ? WalkResult::interrupt() : WalkResult::advance();
+  });
+  return failure(walk.wasInterrupted());
+}
+
+/// Public functions the driver cannot call are refused here rather than at the first call.
+LogicalResult checkCallable(func::FuncOp fn) {
+  size_t memrefs = llvm::count_if(fn.getArgumentTypes(), llvm::IsaPred<MemRefType>);
+  if (memrefs > memref_call::kMaxArgs)
+    return fn.emitError() << "public function '" << fn.getSymName() << "' takes " << memrefs
+                          << " memref arguments; compiled functions take at most "
+                          << memref_call::kMaxArgs << " (pass fewer, larger buffers)";
+  return success();
+}
+
+void checkOptions(const CompileOptions &options) {
+  if (options.chunkTokens < 0 || options.chunkTokens > kMaxChunkTokens)
+    throw CompileError("chunk_tokens must be in [0, " + std::to_string(kMaxChunkTokens) +
+                       "] (0: the lowering's default), got " +
+                       std::to_string(options.chunkTokens));
+}
+
 void buildPipeline(OpPassManager &pm, const CompileOptions &options, bool aot) {
   // JIT and AOT code both target options.targetCpu/targetFeatures ("host" by default).
   std::unique_ptr<llvm::TargetMachine> tm =
@@ -128,7 +224,40 @@ void buildPipeline(OpPassManager &pm, const CompileOptions &options, bool aot) {
 
 } // namespace
 
-LoweredModule parseAndLower(const std::string &text, const CompileOptions &options, bool aot) {
+namespace {
+
+/// Stack of the thread that parses, verifies and lowers: the input guard bounds nesting, and this
+/// bounds the stack that nesting may use whatever thread calls the driver (a Python thread may
+/// have a small one).
+constexpr unsigned kCompileStackBytes = 64u << 20;
+
+LoweredModule parseAndLowerHere(const std::string &text, const CompileOptions &options, bool aot);
+
+} // namespace
+
+LoweredModule parseAndLower(const std::string &text, const CompileOptions &options, bool aot,
+                            bool ownStack) {
+  checkOptions(options);
+  if (!ownStack)
+    return parseAndLowerHere(text, options, aot);
+  LoweredModule out;
+  std::exception_ptr error;
+  llvm::thread worker(std::optional<unsigned>(kCompileStackBytes), [&] {
+    try {
+      out = parseAndLowerHere(text, options, aot);
+    } catch (...) {
+      error = std::current_exception();
+    }
+  });
+  worker.join();
+  if (error)
+    std::rethrow_exception(error);
+  return out;
+}
+
+namespace {
+
+LoweredModule parseAndLowerHere(const std::string &text, const CompileOptions &options, bool aot) {
   initializeOnce();
   LoweredModule out;
   out.context = createContext();
@@ -148,15 +277,21 @@ LoweredModule parseAndLower(const std::string &text, const CompileOptions &optio
     return CompileError(msg);
   };
 
+  if (std::optional<InputProblem> problem = checkInputText(text))
+    throw CompileError("parsing failed:\n" + formatInputProblem(options.sourceName, *problem));
   out.module = parseSourceFile<ModuleOp>(sourceMgr, ParserConfig(ctx));
   if (!out.module)
     throw fail("parsing");
   if (failed(mlir::verify(*out.module)))
     throw fail("verification");
+  if (failed(checkTypeSizes(*out.module)))
+    throw fail("verification");
 
   for (auto fn : out.module->getOps<func::FuncOp>()) {
     if (fn.isDeclaration() || !fn.isPublic())
       continue;
+    if (failed(checkCallable(fn)))
+      throw fail("verification");
     out.functions[fn.getSymName().str()] = describe(fn);
     // Every public entry point gets the C interface the driver and AotLibrary call.
     if (fn.getNumResults() == 0)
@@ -169,6 +304,8 @@ LoweredModule parseAndLower(const std::string &text, const CompileOptions &optio
     throw fail("lowering");
   return out;
 }
+
+} // namespace
 
 std::unique_ptr<llvm::TargetMachine> createTargetMachine(const std::string &cpu,
                                                          const std::string &features) {
@@ -187,6 +324,23 @@ std::unique_ptr<llvm::TargetMachine> createTargetMachine(const std::string &cpu,
       list.push_back((feature.second ? "+" : "-") + feature.first().str());
     llvm::sort(list);
     featureList = llvm::join(list, ",");
+  }
+  // LLVM only warns about an unknown CPU or feature and then fails later (or aborts): refuse
+  // them here, by name.
+  std::unique_ptr<llvm::MCSubtargetInfo> sti(target->createMCSubtargetInfo(triple, "", ""));
+  if (!host && !sti->isCPUStringValid(cpuName))
+    throw CompileError("unknown target CPU '" + cpuName + "' for " + triple.str() +
+                       " (e.g. x86-64-v3, sapphirerapids, znver4, or 'host')");
+  llvm::SmallVector<llvm::StringRef> requested;
+  llvm::StringRef(featureList).split(requested, ',', -1, /*KeepEmpty=*/false);
+  for (llvm::StringRef f : requested) {
+    llvm::StringRef name = f.trim();
+    if (!name.consume_front("+") && !name.consume_front("-"))
+      throw CompileError("target feature '" + f.str() + "' must start with + or -");
+    bool known = llvm::any_of(sti->getAllProcessorFeatures(),
+                              [&](const llvm::SubtargetFeatureKV &kv) { return name == kv.Key; });
+    if (!known)
+      throw CompileError("unknown target feature '" + name.str() + "' for " + triple.str());
   }
   llvm::TargetOptions targetOptions;
   // Constructors in .init_array, as the platform ABI has them: lld keeps a legacy .ctors

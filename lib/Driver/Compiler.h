@@ -33,8 +33,10 @@ struct LoweredModule {
 };
 
 /// Parses, verifies and lowers |text| with the hg CPU pipeline (ahead-of-time flavour when |aot|).
-/// Throws CompileError carrying every diagnostic with its file:line:col.
-LoweredModule parseAndLower(const std::string &text, const CompileOptions &options, bool aot);
+/// Throws CompileError carrying every diagnostic with its file:line:col. Runs on a thread of its
+/// own with a 64 MiB stack unless |ownStack| is false (the fuzzer, whose stack is known).
+LoweredModule parseAndLower(const std::string &text, const CompileOptions &options, bool aot,
+                            bool ownStack = true);
 
 /// A TargetMachine for |cpu| ("host" = this machine) and |features| (empty = the CPU's own) at
 /// -O3, position independent so the object can go into a shared library.

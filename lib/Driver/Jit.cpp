@@ -2,6 +2,7 @@
 #include "Compiler.h"
 
 #include "mlir/ExecutionEngine/ExecutionEngine.h"
+#include "llvm/Support/DynamicLibrary.h"
 #include "llvm/Support/Error.h"
 
 #include <functional>
@@ -12,13 +13,37 @@ struct JitModule::Impl {
   std::unique_ptr<mlir::ExecutionEngine> engine;
   std::map<std::string, detail::FunctionInfo> functions;
   std::map<std::string, void *> entryPoints; // name -> _mlir_ciface_<name>
+  memref_call::TakeArgumentErrorFn takeArgumentError = nullptr;
 };
 
 JitModule::JitModule() : impl(std::make_unique<Impl>()) {}
 JitModule::~JitModule() = default;
 
+namespace {
+
+/// The JIT compiles for this machine: a target other than the host is refused by name (it used
+/// to be ignored silently), and so is a shared library that cannot be loaded (the engine only
+/// warned and then failed to find its symbols, or ran without them).
+void checkJitOptions(const CompileOptions &options, const std::vector<std::string> &libs) {
+  bool host = options.targetCpu.empty() || options.targetCpu == "host";
+  if (!host || !options.targetFeatures.empty()) {
+    detail::createTargetMachine(options.targetCpu, options.targetFeatures); // names bad ones
+    throw CompileError("the JIT compiles for this machine only; target_cpu '" +
+                       options.targetCpu + "' and target_features '" + options.targetFeatures +
+                       "' are for ahead-of-time compilation (compileToSharedLibrary)");
+  }
+  for (const std::string &lib : libs) {
+    std::string error;
+    if (!llvm::sys::DynamicLibrary::getPermanentLibrary(lib.c_str(), &error).isValid())
+      throw CompileError("JIT: cannot load shared library '" + lib + "': " + error);
+  }
+}
+
+} // namespace
+
 std::unique_ptr<JitModule> JitModule::compile(const std::string &mlirText,
                                               const CompileOptions &options) {
+  checkJitOptions(options, detail::sharedLibraries(options));
   detail::LoweredModule lowered = detail::parseAndLower(mlirText, options, /*aot=*/false);
 
   // The same target and optimizer as the AOT path, so both produce the same code: the host by
@@ -56,6 +81,12 @@ std::unique_ptr<JitModule> JitModule::compile(const std::string &mlirText,
                          llvm::toString(sym.takeError()));
     jit->impl->entryPoints[name] = *sym;
   }
+  // The kernels report bad block ids and lengths to the runtime the engine loaded; calls take
+  // the report from there (the same library instance as the kernels' references).
+  if (auto take = jit->impl->engine->lookup("hgrt_take_kernel_argument_error"))
+    jit->impl->takeArgumentError = reinterpret_cast<memref_call::TakeArgumentErrorFn>(*take);
+  else
+    llvm::consumeError(take.takeError());
   jit->impl->functions = std::move(lowered.functions);
   return jit;
 }
@@ -81,7 +112,12 @@ void JitModule::call(const std::string &name, const std::vector<MemRefArg> &args
   std::string err = memref_call::checkArgs(name, it->second.sig, callArgs);
   if (!err.empty())
     throw ArgumentError(err);
-  memref_call::callCInterface(impl->entryPoints.at(name), callArgs);
+  try {
+    memref_call::callChecked(name, impl->entryPoints.at(name), callArgs,
+                             impl->takeArgumentError);
+  } catch (const std::invalid_argument &e) {
+    throw ArgumentError(e.what());
+  }
 }
 
 } // namespace hybridgen::driver

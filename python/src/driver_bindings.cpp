@@ -73,9 +73,13 @@ MemRefArg viewOf(const Array &a, const std::string &tag, size_t index) {
   arg.data = const_cast<void *>(static_cast<const void *>(a.data()));
   int64_t expected = 1;
   arg.shape.resize(a.ndim());
+  // An array with no elements is contiguous whatever its strides say (numpy gives 0 strides).
+  bool empty = false;
+  for (size_t d = 0; d < a.ndim(); ++d)
+    empty |= a.shape(d) == 0;
   for (size_t d = a.ndim(); d-- > 0;) {
     arg.shape[d] = int64_t(a.shape(d));
-    if (a.shape(d) != 1 && a.stride(d) != expected)
+    if (!empty && a.shape(d) != 1 && a.stride(d) != expected)
       throwArgument(argName(index) + " is not C-contiguous (strides do not match shape); pass "
                     "numpy.ascontiguousarray(x) explicitly if a copy is acceptable");
     expected *= int64_t(a.shape(d));
@@ -126,33 +130,77 @@ CallArgs convertArgs(const nb::sequence &arrays, const std::optional<std::vector
   return out;
 }
 
+/// |value| as an int64 (Python ints and numpy integers), else ArgumentError naming |what|:
+/// nanobind's own conversion raised TypeError for out-of-range integers.
+int64_t toInt64(nb::handle value, const std::string &what) {
+  if (PyBool_Check(value.ptr()) || !PyIndex_Check(value.ptr()))
+    throwArgument(what + ": expected an integer, got " +
+                  std::string(nb::str(nb::handle(value.type())).c_str()));
+  nb::object index = nb::steal(PyNumber_Index(value.ptr()));
+  if (!index.is_valid()) {
+    PyErr_Clear();
+    throwArgument(what + ": expected an integer");
+  }
+  int overflow = 0;
+  long long v = PyLong_AsLongLongAndOverflow(index.ptr(), &overflow);
+  if (overflow || (v == -1 && PyErr_Occurred())) {
+    PyErr_Clear();
+    throwArgument(what + " = " + std::string(nb::str(index).c_str()) +
+                  " is outside the 64-bit integer range");
+  }
+  return v;
+}
+
+/// An int64 attribute whose setter raises ArgumentError for anything but an in-range integer.
+template <typename Class>
+void intField(nb::class_<Class> &cls, const char *name, int64_t Class::*member) {
+  cls.def_prop_rw(
+      name, [member](const Class &self) { return self.*member; },
+      [member, name](Class &self, nb::handle value) { self.*member = toInt64(value, name); });
+}
+
+/// The same for optional int64 attributes (None clears them).
+template <typename Class>
+void optionalIntField(nb::class_<Class> &cls, const char *name,
+                      std::optional<int64_t> Class::*member) {
+  cls.def_prop_rw(
+      name, [member](const Class &self) { return self.*member; },
+      [member, name](Class &self, nb::handle value) {
+        self.*member = value.is_none() ? std::nullopt
+                                       : std::optional<int64_t>(toInt64(value, name));
+      },
+      nb::for_setter(nb::arg("value").none()));
+}
+
 } // namespace
 
 void bindDriver(nb::module_ &m) {
-  nb::class_<AttentionSpec>(m, "AttentionSpec", "Shapes and policy of a hybrid decode attention.")
-      .def(nb::init<>())
-      .def_rw("batch", &AttentionSpec::batch)
-      .def_rw("q_heads", &AttentionSpec::qHeads)
-      .def_rw("kv_heads", &AttentionSpec::kvHeads)
-      .def_rw("head_dim", &AttentionSpec::headDim)
-      .def_rw("block_size", &AttentionSpec::blockSize)
-      .def_rw("num_blocks", &AttentionSpec::numBlocks)
-      .def_rw("max_blocks_per_seq", &AttentionSpec::maxBlocksPerSeq)
-      .def_rw("kv_dtype", &AttentionSpec::kvDtype)
+  nb::class_<AttentionSpec> spec(m, "AttentionSpec",
+                                 "Shapes and policy of a hybrid decode attention.");
+  spec.def(nb::init<>());
+  intField(spec, "batch", &AttentionSpec::batch);
+  intField(spec, "q_heads", &AttentionSpec::qHeads);
+  intField(spec, "kv_heads", &AttentionSpec::kvHeads);
+  intField(spec, "head_dim", &AttentionSpec::headDim);
+  intField(spec, "block_size", &AttentionSpec::blockSize);
+  intField(spec, "num_blocks", &AttentionSpec::numBlocks);
+  intField(spec, "max_blocks_per_seq", &AttentionSpec::maxBlocksPerSeq);
+  optionalIntField(spec, "window", &AttentionSpec::window);
+  optionalIntField(spec, "split_point", &AttentionSpec::splitPoint);
+  intField(spec, "top_k", &AttentionSpec::topK);
+  intField(spec, "segment_id", &AttentionSpec::segmentId);
+  spec.def_rw("kv_dtype", &AttentionSpec::kvDtype)
       .def_rw("scale", &AttentionSpec::scale)
-      .def_rw("window", &AttentionSpec::window)
       .def_rw("softcap", &AttentionSpec::softcap)
       .def_rw("devices", &AttentionSpec::devices)
-      .def_rw("split_point", &AttentionSpec::splitPoint)
       .def_rw("sparse", &AttentionSpec::sparse)
-      .def_rw("top_k", &AttentionSpec::topK)
-      .def_rw("segment_id", &AttentionSpec::segmentId)
       .def_rw("return_partials", &AttentionSpec::returnPartials);
 
-  nb::class_<CompileOptions>(m, "CompileOptions", "How the driver lowers and compiles a module.")
-      .def(nb::init<>())
-      .def_rw("all_devices_on_cpu", &CompileOptions::allDevicesOnCpu)
-      .def_rw("chunk_tokens", &CompileOptions::chunkTokens)
+  nb::class_<CompileOptions> options(m, "CompileOptions",
+                                     "How the driver lowers and compiles a module.");
+  options.def(nb::init<>());
+  intField(options, "chunk_tokens", &CompileOptions::chunkTokens);
+  options.def_rw("all_devices_on_cpu", &CompileOptions::allDevicesOnCpu)
       .def_rw("target_cpu", &CompileOptions::targetCpu)
       .def_rw("target_features", &CompileOptions::targetFeatures)
       .def_rw("amx", &CompileOptions::amx)
@@ -168,7 +216,16 @@ void bindDriver(nb::module_ &m) {
           [](const std::string &text, const CompileOptions &options) {
             // Lowering and codegen take milliseconds to seconds; let other Python threads run.
             nb::gil_scoped_release release;
-            return JitModule::compile(text, options);
+            try {
+              return JitModule::compile(text, options);
+            } catch (const CompileError &) {
+              throw;
+            } catch (const ArgumentError &) {
+              throw;
+            } catch (const std::exception &e) {
+              // Whatever else a compile raises is still a failed compile for the caller.
+              throw CompileError(std::string("compilation failed: ") + e.what());
+            }
           },
           nb::arg("mlir"), nb::arg("options") = CompileOptions())
       .def(
@@ -184,7 +241,8 @@ void bindDriver(nb::module_ &m) {
           "call",
           [](const JitModule &self, const std::string &name, const nb::sequence &arrays,
              const std::optional<std::vector<std::string>> &dtypes,
-             const std::optional<std::vector<bool>> &writable, int64_t attentionBlockSize) {
+             const std::optional<std::vector<bool>> &writable, nb::handle blockSizeArg) {
+            int64_t attentionBlockSize = toInt64(blockSizeArg, "attention_block_size");
             CallArgs call = convertArgs(arrays, dtypes, writable);
             if (attentionBlockSize > 0) {
               // Only the six decode-attention buffers are cross-checked; partials follow them.

@@ -61,4 +61,30 @@ void hgrt_device_end(int64_t segment_id, int32_t device) {
   }
 }
 
+// Per thread: concurrent callers (two Python threads, two modules) never see each other's
+// errors, and the kernels report from the thread that called them.
+namespace {
+thread_local hgrt_argument_error pendingArgumentError = {};
+} // namespace
+
+void hgrt_kernel_argument_error(int32_t kind, int64_t sequence, int64_t index, int64_t value,
+                                int64_t limit) {
+  hgrt_argument_error &rec = pendingArgumentError;
+  if (rec.count++ == 0) {
+    rec.kind = kind;
+    rec.sequence = sequence;
+    rec.index = index;
+    rec.value = value;
+    rec.limit = limit;
+  }
+}
+
+int32_t hgrt_take_kernel_argument_error(hgrt_argument_error *out) {
+  hgrt_argument_error rec = pendingArgumentError;
+  pendingArgumentError = {};
+  if (out)
+    *out = rec;
+  return rec.count > 0 ? 1 : 0;
+}
+
 } // extern "C"

@@ -126,3 +126,31 @@ TEST(CApi, AmxAvailability) {
 }
 
 } // namespace
+
+namespace {
+
+// Compiled kernels report argument errors per thread; the caller takes the first one once.
+TEST(CApi, KernelArgumentErrorsAreTakenOncePerThread) {
+  hgrt_take_kernel_argument_error(nullptr); // start clean
+  hgrt_argument_error rec;
+  EXPECT_EQ(hgrt_take_kernel_argument_error(&rec), 0);
+  EXPECT_EQ(rec.count, 0);
+  hgrt_kernel_argument_error(HGRT_ARG_BLOCK_ID, 2, 5, 900, 64);
+  hgrt_kernel_argument_error(HGRT_ARG_LENGTH, 3, -1, 10000, 512);
+  // Another thread neither sees nor takes this thread's record.
+  std::thread other([] {
+    hgrt_argument_error theirs;
+    EXPECT_EQ(hgrt_take_kernel_argument_error(&theirs), 0);
+  });
+  other.join();
+  ASSERT_EQ(hgrt_take_kernel_argument_error(&rec), 1);
+  EXPECT_EQ(rec.kind, HGRT_ARG_BLOCK_ID);
+  EXPECT_EQ(rec.sequence, 2);
+  EXPECT_EQ(rec.index, 5);
+  EXPECT_EQ(rec.value, 900);
+  EXPECT_EQ(rec.limit, 64);
+  EXPECT_EQ(rec.count, 2);
+  EXPECT_EQ(hgrt_take_kernel_argument_error(&rec), 0);
+}
+
+} // namespace

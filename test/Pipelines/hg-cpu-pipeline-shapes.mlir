@@ -3,14 +3,14 @@
 // sparse cpu side. Checked against a naive scalar reference written over dynamic shapes.
 // RUN: hybridgen-opt %s -hg-cpu-pipeline="chunk-tokens=8" \
 // RUN: | mlir-runner -e main -entry-point-result=void \
-// RUN:   -shared-libs=%mlir_lib_dir/libomp.so,%mlir_lib_dir/libmlir_c_runner_utils.so,%mlir_lib_dir/libmlir_runner_utils.so \
+// RUN:   -shared-libs=%mlir_lib_dir/libomp.so,%mlir_lib_dir/libmlir_c_runner_utils.so,%mlir_lib_dir/libmlir_runner_utils.so,%runtime_lib_dir/libhybridgen_runtime.so \
 // RUN: | FileCheck %s
 // The same program with head_dim 32: 16-lane dot slices and the 8-head shuffle reduction.
 // RUN: sed -e 's/x20x/x32x/g' -e 's/%c20 = arith.constant 20/%c20 = arith.constant 32/' \
 // RUN:     -e 's/output_shape \[2, 16, 20, 1\]/output_shape [2, 16, 32, 1]/' %s \
 // RUN: | hybridgen-opt -hg-cpu-pipeline="chunk-tokens=8" \
 // RUN: | mlir-runner -e main -entry-point-result=void \
-// RUN:   -shared-libs=%mlir_lib_dir/libomp.so,%mlir_lib_dir/libmlir_c_runner_utils.so,%mlir_lib_dir/libmlir_runner_utils.so \
+// RUN:   -shared-libs=%mlir_lib_dir/libomp.so,%mlir_lib_dir/libmlir_c_runner_utils.so,%mlir_lib_dir/libmlir_runner_utils.so,%runtime_lib_dir/libhybridgen_runtime.so \
 // RUN: | FileCheck %s
 
 // CHECK: f16 mqa point=13: 1

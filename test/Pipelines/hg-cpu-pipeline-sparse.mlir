@@ -3,7 +3,7 @@
 // equal dense attention, and top_k = 5 must equal "k rounds of the largest logit not yet taken".
 // RUN: hybridgen-opt %s -hg-cpu-pipeline \
 // RUN: | mlir-runner -e main -entry-point-result=void \
-// RUN:   -shared-libs=%mlir_lib_dir/libomp.so,%mlir_lib_dir/libmlir_c_runner_utils.so,%mlir_lib_dir/libmlir_runner_utils.so \
+// RUN:   -shared-libs=%mlir_lib_dir/libomp.so,%mlir_lib_dir/libmlir_c_runner_utils.so,%mlir_lib_dir/libmlir_runner_utils.so,%runtime_lib_dir/libhybridgen_runtime.so \
 // RUN: | FileCheck %s
 
 // Shapes as in hg-cpu-pipeline.mlir: batch 2, 8 query heads over 2 kv-heads, head_dim 64, blocks

@@ -224,3 +224,17 @@ func.func @sparse_top_k(%q: memref<1x4x64xf32>, %k: memref<8x2x16x64xf16>, %v: m
       {scale = 0.125 : f32, top_k = 8}
   return
 }
+
+// -----
+
+// Negative: the kernel keeps q and the accumulators of every head on each OpenMP thread's stack
+// (1 MiB here; 4096 heads of 512 would be 16 MiB, past libomp's 4 MiB default worker stack).
+func.func @too_many_heads(%q: memref<1x1024x128xf32>, %k: memref<4x8x16x128xf32>,
+                          %bt: memref<1x4xi32>, %lens: memref<1xi32>, %m: memref<1x1024xf32>) {
+  %c0 = arith.constant 0 : index
+  // expected-error @+1 {{q_heads x head_dim = 1024 x 128 is not supported by the CPU lowering (at most 16384 elements per sequence)}}
+  hg.partial_attention q(%q : memref<1x1024x128xf32>) kv(%k, %k : memref<4x8x16x128xf32>, memref<4x8x16x128xf32>)
+      table(%bt : memref<1x4xi32>) lens(%lens : memref<1xi32>) range [%c0, len) on cpu
+      -> o(%q : memref<1x1024x128xf32>) m(%m : memref<1x1024xf32>) l(%m : memref<1x1024xf32>) {scale = 0.5 : f32}
+  return
+}

@@ -17,6 +17,7 @@
 #include "hybridgen/runtime/topology.h"
 
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -45,6 +46,27 @@ struct Options {
 constexpr double kGpuBytesPerSecond = 4.3e12;
 constexpr double kGpuLaunchSeconds = 5e-6;
 
+/// Limits of the numeric flags. Sequence lengths are int32 in the kernels' tables, and the pool
+/// for |end| tokens is sized up front (4 KiB per token in this layer), so 2^24 tokens (64 GiB) is
+/// beyond any machine this runs on; steps bound the run time.
+constexpr int64_t kMaxTokens = int64_t(1) << 24;
+constexpr int64_t kMaxSteps = 1000000;
+
+/// |text| as a whole decimal integer in [lo, hi], or false (atoll read "12x" as 12, "x" as 0 and
+/// overflowed silently).
+bool parseInt(const char *flag, const char *text, int64_t lo, int64_t hi, int64_t &out) {
+  errno = 0;
+  char *end = nullptr;
+  long long v = std::strtoll(text, &end, 10);
+  if (end == text || *end != '\0' || errno == ERANGE || v < lo || v > hi) {
+    std::fprintf(stderr, "hybridgen-run: %s=%s is not an integer in [%lld, %lld]\n", flag, text,
+                 (long long)lo, (long long)hi);
+    return false;
+  }
+  out = v;
+  return true;
+}
+
 bool parseArgs(int argc, char **argv, Options &o) {
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
@@ -52,17 +74,22 @@ bool parseArgs(int argc, char **argv, Options &o) {
       size_t n = std::strlen(flag);
       return a.compare(0, n, flag) == 0 && a.size() > n && a[n] == '=' ? argv[i] + n + 1 : nullptr;
     };
-    if (const char *v = value("--start"))
-      o.startTokens = std::atoll(v);
-    else if (const char *v = value("--end"))
-      o.endTokens = std::atoll(v);
-    else if (const char *v = value("--steps"))
-      o.steps = std::atoll(v);
-    else if (const char *v = value("--check-every"))
-      o.checkEvery = std::atoll(v);
-    else if (const char *v = value("--gpu-tokens"))
-      o.gpuTokens = std::atoll(v);
-    else if (const char *v = value("--trace"))
+    if (const char *v = value("--start")) {
+      if (!parseInt("--start", v, 1, kMaxTokens, o.startTokens))
+        return false;
+    } else if (const char *v = value("--end")) {
+      if (!parseInt("--end", v, 1, kMaxTokens, o.endTokens))
+        return false;
+    } else if (const char *v = value("--steps")) {
+      if (!parseInt("--steps", v, 1, kMaxSteps, o.steps))
+        return false;
+    } else if (const char *v = value("--check-every")) {
+      if (!parseInt("--check-every", v, 1, kMaxSteps, o.checkEvery))
+        return false;
+    } else if (const char *v = value("--gpu-tokens")) {
+      if (!parseInt("--gpu-tokens", v, 0, kMaxTokens, o.gpuTokens))
+        return false;
+    } else if (const char *v = value("--trace"))
       o.tracePath = v;
     else {
       bool help = a == "--help" || a == "-h";

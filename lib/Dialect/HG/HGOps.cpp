@@ -5,8 +5,10 @@
 #include "mlir/Dialect/Utils/StaticValueUtils.h"
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/OpImplementation.h"
+#include "llvm/Support/CheckedArithmetic.h"
 
 #include <cmath>
+#include <limits>
 
 using namespace mlir;
 using namespace mlir::hybridgen;
@@ -57,13 +59,25 @@ bool shapesAgree(ArrayRef<int64_t> a, ArrayRef<int64_t> b) {
 std::string dimStr(int64_t d) { return ShapedType::isDynamic(d) ? "?" : std::to_string(d); }
 
 /// The largest token count a sequence can hold given the block table and the pool, or nullopt when
-/// a dimension is dynamic.
+/// a dimension is dynamic. Saturates at INT64_MAX (the verifier refuses tables that large).
 std::optional<int64_t> tokenCapacity(Value blockTable, Value kPool) {
   int64_t maxBlocks = cast<MemRefType>(blockTable.getType()).getDimSize(1);
   int64_t blockSize = cast<MemRefType>(kPool.getType()).getDimSize(2);
   if (ShapedType::isDynamic(maxBlocks) || ShapedType::isDynamic(blockSize))
     return std::nullopt;
-  return maxBlocks * blockSize;
+  return llvm::checkedMul(maxBlocks, blockSize).value_or(std::numeric_limits<int64_t>::max());
+}
+
+/// A static dimension of 0 (a buffer with no elements along an axis that every computation
+/// divides by or iterates over) is refused by name; dynamic dimensions are checked at run time.
+LogicalResult verifyNonZeroDims(Operation *op, StringRef name, Value buffer,
+                                ArrayRef<StringRef> dimNames) {
+  auto type = cast<MemRefType>(buffer.getType());
+  for (auto [i, dimName] : llvm::enumerate(dimNames))
+    if (type.getDimSize(i) == 0)
+      return op->emitOpError() << name << " has " << dimName << " = 0 in " << type
+                               << "; every dimension must be positive";
+  return success();
 }
 
 /// Checks shared by hg.attention and hg.partial_attention: the buffers of docs/interfaces.md agree
@@ -78,6 +92,15 @@ LogicalResult verifyAttentionInputs(Operation *op, Value q, Value kPool, Value v
           headDim = qType.getDimSize(2);
   int64_t kvHeads = kType.getDimSize(1), blockSize = kType.getDimSize(2);
 
+  // Zero dimensions first: the checks below divide by kv_heads and block size.
+  if (failed(verifyNonZeroDims(op, "q", q, {"batch", "q_heads", "head_dim"})) ||
+      failed(verifyNonZeroDims(op, "the K pool", kPool,
+                               {"num_blocks", "kv_heads", "block_size", "head_dim"})) ||
+      failed(verifyNonZeroDims(op, "the V pool", vPool,
+                               {"num_blocks", "kv_heads", "block_size", "head_dim"})) ||
+      failed(verifyNonZeroDims(op, "the block table", blockTable, {"batch", "max_blocks"})) ||
+      failed(verifyNonZeroDims(op, "seq_lens", seqLens, {"batch"})))
+    return failure();
   if (kType.getElementType() != vType.getElementType())
     return op->emitOpError("K and V pools must have the same element type, got ")
            << kType.getElementType() << " and " << vType.getElementType();
@@ -98,7 +121,7 @@ LogicalResult verifyAttentionInputs(Operation *op, Value q, Value kPool, Value v
            << dimStr(headDim) << ") does not match the KV pool (" << kType.getDimSize(3) << ")";
   if (ShapedType::isDynamic(qHeads))
     return op->emitOpError("q_heads must be static");
-  if (qHeads % kvHeads != 0)
+  if (kvHeads <= 0 || qHeads % kvHeads != 0)
     return op->emitOpError("q_heads (")
            << qHeads << ") is not a whole multiple of kv_heads (" << kvHeads << ")";
   int64_t tableBatch = cast<MemRefType>(blockTable.getType()).getDimSize(0);
@@ -109,6 +132,11 @@ LogicalResult verifyAttentionInputs(Operation *op, Value q, Value kPool, Value v
   if (!dimsAgree(batch, lensBatch))
     return op->emitOpError("seq_lens has ")
            << dimStr(lensBatch) << " entries but the batch is " << dimStr(batch);
+  int64_t maxBlocks = cast<MemRefType>(blockTable.getType()).getDimSize(1);
+  // Token positions are index values: a table whose capacity overflows int64 has no meaning.
+  if (!ShapedType::isDynamic(maxBlocks) && !llvm::checkedMul(maxBlocks, blockSize))
+    return op->emitOpError("block table capacity ")
+           << maxBlocks << " blocks x " << blockSize << " tokens overflows a 64-bit index";
   if (!(scale > 0.0f) || !std::isfinite(scale))
     return op->emitOpError("scale must be positive and finite, got ") << scale;
   if (window && *window <= 0)
@@ -206,12 +234,17 @@ LogicalResult MergeOp::verify() {
   size_t n = getPartialO().size();
   if (n == 0)
     return emitOpError("needs at least one partial");
+  if (failed(verifyNonZeroDims(*this, "the merged output", getOut(),
+                               {"batch", "q_heads", "head_dim"})))
+    return failure();
   if (getPartialM().size() != n || getPartialL().size() != n)
     return emitOpError("needs as many m and l buffers as outputs, got ")
            << n << " outputs, " << getPartialM().size() << " maxima and " << getPartialL().size()
            << " sums";
   for (size_t i = 0; i < n; ++i) {
-    if (failed(verifySameShape(*this, "partial output #" + std::to_string(i), getPartialO()[i],
+    if (failed(verifyNonZeroDims(*this, "partial output #" + std::to_string(i), getPartialO()[i],
+                                 {"batch", "q_heads", "head_dim"})) ||
+        failed(verifySameShape(*this, "partial output #" + std::to_string(i), getPartialO()[i],
                                "the merged output", getOut())) ||
         failed(verifyRowStat(*this, "partial max #" + std::to_string(i), getPartialM()[i],
                              getOut())) ||

@@ -228,10 +228,27 @@ struct KernelArgs {
   Value q, k, v, table, lens, begin, end, o, m, l;
 };
 
-/// Declares the private kernel |name| with the kernelArgTypes signature at |b|'s insertion point
-/// and leaves |b| at the start of its body; the dense and sparse kernels share this prologue.
+/// Declares the private kernel |name| with the kernelArgTypes signature at |b|'s insertion point,
+/// emits the argument guard (emitArgumentGuard) and the return, and leaves |b| where the kernel
+/// body goes (inside the guard); the dense and sparse kernels share this prologue.
 std::pair<func::FuncOp, KernelArgs> createKernelFunction(ImplicitLocOpBuilder &b, StringRef name,
                                                          const KernelConfig &config);
+
+//===- The argument guard of every kernel (ArgumentChecks.cpp) ---------------===//
+
+/// Emits the checks of the kernel's arguments at |e|'s insertion point: per-sequence buffers with
+/// at least batch rows, every length in [0, table capacity], every block id of each sequence's
+/// token range inside the pool. Violations are reported with hgrt_kernel_argument_error. Returns
+/// the scf.if that runs the kernel (its then-block, where |e|'s builder is left) only when all
+/// hold; its else-block writes the empty partial.
+scf::IfOp emitArgumentGuard(Emitter &e, ModuleOp module, const KernelConfig &config,
+                            const KernelArgs &args);
+/// Emits a call hgrt_kernel_argument_error(kind, seq, index, value, limit) (index operands).
+void emitArgumentError(Emitter &e, ModuleOp module, int32_t kind, Value seq, Value index,
+                       Value value, Value limit);
+/// Writes the empty partial (o = 0, m = -inf, l = 0) for sequences [0, rows).
+void emitEmptyPartial(Emitter &e, const KernelConfig &config, Value o, Value m, Value l,
+                      Value rows);
 
 //===- The AMX-BF16 chunk loop of the dense kernel (AmxKernel.cpp) ----------===//
 

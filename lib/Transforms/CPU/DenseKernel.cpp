@@ -83,7 +83,12 @@ cpu::createKernelFunction(ImplicitLocOpBuilder &b, StringRef name, const KernelC
   fn.setPrivate();
   b.setInsertionPointToStart(fn.addEntryBlock());
   auto a = fn.getArguments();
-  return {fn, KernelArgs{a[0], a[1], a[2], a[3], a[4], a[5], a[6], a[7], a[8], a[9]}};
+  KernelArgs args{a[0], a[1], a[2], a[3], a[4], a[5], a[6], a[7], a[8], a[9]};
+  func::ReturnOp::create(b);
+  b.setInsertionPointToStart(&fn.front());
+  Emitter e{b};
+  emitArgumentGuard(e, fn->getParentOfType<ModuleOp>(), c, args);
+  return {fn, args};
 }
 
 func::FuncOp cpu::buildDenseKernel(ModuleOp module, StringRef name, const KernelConfig &c,
@@ -116,15 +121,7 @@ func::FuncOp cpu::buildDenseKernel(ModuleOp module, StringRef name, const Kernel
                                     /*withElseRegion=*/true);
   b.setInsertionPointToStart(allEmpty.thenBlock());
   auto rowVec = VectorType::get({d}, e.f32());
-  e.loop(e.idx(0), batch, e.idx(1), {}, [&](Value s, ValueRange) {
-    e.loop(e.idx(0), e.idx(c.qHeads), e.idx(1), {}, [&](Value h, ValueRange) {
-      vector::StoreOp::create(b, e.splat(e.cf(0.0f), d), o, ValueRange{s, h, e.idx(0)});
-      memref::StoreOp::create(b, e.negInf(), m, ValueRange{s, h});
-      memref::StoreOp::create(b, e.cf(0.0f), l, ValueRange{s, h});
-      return SmallVector<Value>{};
-    });
-    return SmallVector<Value>{};
-  });
+  emitEmptyPartial(e, c, o, m, l, batch);
   b.setInsertionPointToStart(allEmpty.elseBlock());
 
   Value numChunks = e.maxi(e.ceilDiv(maxSpan, chunk), e.idx(1));
@@ -323,7 +320,5 @@ func::FuncOp cpu::buildDenseKernel(ModuleOp module, StringRef name, const Kernel
 
   for (Value buffer : {so, sm, sl})
     memref::DeallocOp::create(b, buffer);
-  b.setInsertionPointAfter(allEmpty);
-  func::ReturnOp::create(b);
   return fn;
 }

@@ -28,6 +28,7 @@ namespace {
 /// only bloat the code and spill.
 constexpr int64_t kMaxHeadDim = 512;
 constexpr int64_t kMaxBlockSize = 256;
+constexpr int64_t kMaxHeadElements = 16384;
 /// Default tokens per parallel chunk: large enough to amortize each chunk's fixed cost, small
 /// enough that one long sequence still spreads over every core. Measured here (Llama shapes, 16K
 /// and 128K tokens): 1024 against 256 tokens is +5-8% of the roof for f32, +0-10% for the bf16
@@ -42,6 +43,9 @@ constexpr int64_t kDefaultChunkTokens = 1024;
 /// against 0.793 of the roof; 2048 and 8192 measured like 4096. A chunk's first slots have no
 /// earlier ones to prefetch them, and its accumulators are set up and written out once.
 constexpr int64_t kDefaultAmxChunkTokens = 4096;
+/// Largest chunk accepted: far beyond any useful one (a chunk is one thread's share of a
+/// sequence), and small enough that no index arithmetic on it can overflow.
+constexpr int64_t kMaxChunkTokens = int64_t(1) << 24;
 
 bool hasIdentityLayout(Value v) { return cast<MemRefType>(v.getType()).getLayout().isIdentity(); }
 
@@ -78,6 +82,14 @@ struct LowerAttentionToCPUPass
       return op.emitOpError("head_dim ")
              << c.headDim << " is not supported by the CPU lowering (needs a multiple of 4 up to "
              << kMaxHeadDim << ")";
+    // The kernel keeps every head's scaled q and accumulators on each OpenMP thread's stack
+    // (libomp's default worker stack is 4 MiB): 16 Ki floats of each at most (128 KiB in all;
+    // Llama-3-405B's 128 heads of 128 are exactly that).
+    if (c.qHeads * c.headDim > kMaxHeadElements)
+      return op.emitOpError("q_heads x head_dim = ")
+             << c.qHeads << " x " << c.headDim
+             << " is not supported by the CPU lowering (at most " << kMaxHeadElements
+             << " elements per sequence)";
     if (c.blockSize > kMaxBlockSize)
       return op.emitOpError("block size ")
              << c.blockSize << " is not supported by the CPU lowering (at most " << kMaxBlockSize
@@ -142,6 +154,13 @@ struct LowerAttentionToCPUPass
   void runOnOperation() override {
     ModuleOp module = getOperation();
     kernels.clear();
+    // A huge chunk overflowed the rounding to whole blocks below (2^63 - 16 gave wrong
+    // attention); negative values used to mean the default silently.
+    if (chunkTokens < 0 || chunkTokens > kMaxChunkTokens) {
+      module.emitError("chunk-tokens must be in [0, ")
+          << kMaxChunkTokens << "] (0: the default), got " << int64_t(chunkTokens);
+      return signalPassFailure();
+    }
     SmallVector<PartialAttentionOp> partials;
     SmallVector<MergeOp> merges;
     module.walk([&](PartialAttentionOp op) {

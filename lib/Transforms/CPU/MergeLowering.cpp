@@ -4,8 +4,14 @@
 // maximum, empty partials (l = 0) weigh exactly 0 whatever their m and o hold, and an output with
 // no non-empty partial is written as zeros.
 //
+// Dimensions the verifier could not compare (dynamic on either side) are compared at run time:
+// on a mismatch the merge reports it (hgrt_kernel_argument_error) and writes nothing, rather than
+// reading past a smaller partial.
+//
 //===----------------------------------------------------------------------===//
 #include "CPUCodegen.h"
+
+#include "hybridgen/runtime/c_api.h"
 
 using namespace mlir;
 using namespace mlir::hybridgen;
@@ -19,6 +25,28 @@ void cpu::emitMerge(ImplicitLocOpBuilder &b, ValueRange os, ValueRange ms, Value
   Value heads = memref::DimOp::create(b, out, 1);
   int64_t d = outType.getDimSize(2);
   size_t n = os.size();
+
+  auto module = b.getInsertionBlock()->getParentOp()->getParentOfType<ModuleOp>();
+  Value shapesOk = arith::ConstantIntOp::create(b, 1, 1);
+  for (ValueRange group : {os, ms, ls})
+    for (Value partial : group) {
+      auto type = cast<MemRefType>(partial.getType());
+      for (int64_t r = 0; r < type.getRank(); ++r) {
+        if (!type.isDynamicDim(r) && !outType.isDynamicDim(r))
+          continue; // equal: the verifier checked it
+        Value got = memref::DimOp::create(b, partial, r);
+        Value want = memref::DimOp::create(b, out, r);
+        Value bad = e.cmpi(arith::CmpIPredicate::ne, got, want);
+        e.ifThenElse(bad, [&] {
+          emitArgumentError(e, module, HGRT_ARG_SHAPE, e.idx(-1), e.idx(r), got, want);
+        });
+        shapesOk = arith::AndIOp::create(
+            b, shapesOk, arith::XOrIOp::create(b, bad, arith::ConstantIntOp::create(b, 1, 1)));
+      }
+    }
+  auto guard = scf::IfOp::create(b, TypeRange{}, shapesOk, /*withElse=*/false);
+  OpBuilder::InsertionGuard insertion(b);
+  b.setInsertionPoint(guard.thenBlock()->getTerminator());
 
   e.parallel({batch, heads}, [&](ValueRange ivs) {
     Value s = ivs[0], h = ivs[1];

@@ -199,6 +199,5 @@ func::FuncOp cpu::buildSparseKernel(ModuleOp module, StringRef name, const Kerne
     memref::DeallocOp::create(b, scores);
     memref::DeallocOp::create(b, keys);
   });
-  func::ReturnOp::create(b);
   return fn;
 }

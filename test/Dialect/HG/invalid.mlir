@@ -249,3 +249,121 @@ func.func @nested_segments() {
   }
   return
 }
+
+// -----
+
+// kv_heads = 0 (this divided by zero in the verifier: q_heads % kv_heads).
+func.func @zero_kv_heads(%q: memref<1x8x64xf32>, %k: memref<8x0x16x64xf32>, %v: memref<8x0x16x64xf32>, %bt: memref<1x4xi32>, %n: memref<1xi32>, %o: memref<1x8x64xf32>) {
+  // expected-error @+1 {{the K pool has kv_heads = 0 in 'memref<8x0x16x64xf32>'; every dimension must be positive}}
+  hg.attention q(%q : memref<1x8x64xf32>) kv(%k, %v : memref<8x0x16x64xf32>, memref<8x0x16x64xf32>) table(%bt : memref<1x4xi32>) lens(%n : memref<1xi32>) out(%o : memref<1x8x64xf32>) {scale = 0.125 : f32}
+  return
+}
+
+// -----
+
+// q_heads = 0.
+func.func @zero_q_heads(%q: memref<1x0x64xf32>, %k: memref<8x2x16x64xf32>, %v: memref<8x2x16x64xf32>, %bt: memref<1x4xi32>, %n: memref<1xi32>, %o: memref<1x0x64xf32>) {
+  // expected-error @+1 {{q has q_heads = 0}}
+  hg.attention q(%q : memref<1x0x64xf32>) kv(%k, %v : memref<8x2x16x64xf32>, memref<8x2x16x64xf32>) table(%bt : memref<1x4xi32>) lens(%n : memref<1xi32>) out(%o : memref<1x0x64xf32>) {scale = 0.125 : f32}
+  return
+}
+
+// -----
+
+// head_dim = 0 in both q and the pool.
+func.func @zero_head_dim(%q: memref<1x8x0xf32>, %k: memref<8x2x16x0xf32>, %v: memref<8x2x16x0xf32>, %bt: memref<1x4xi32>, %n: memref<1xi32>, %o: memref<1x8x0xf32>) {
+  // expected-error @+1 {{q has head_dim = 0}}
+  hg.attention q(%q : memref<1x8x0xf32>) kv(%k, %v : memref<8x2x16x0xf32>, memref<8x2x16x0xf32>) table(%bt : memref<1x4xi32>) lens(%n : memref<1xi32>) out(%o : memref<1x8x0xf32>) {scale = 0.125 : f32}
+  return
+}
+
+// -----
+
+// block_size = 0.
+func.func @zero_block_size(%q: memref<1x8x64xf32>, %k: memref<8x2x0x64xf32>, %v: memref<8x2x0x64xf32>, %bt: memref<1x4xi32>, %n: memref<1xi32>, %o: memref<1x8x64xf32>) {
+  // expected-error @+1 {{the K pool has block_size = 0}}
+  hg.attention q(%q : memref<1x8x64xf32>) kv(%k, %v : memref<8x2x0x64xf32>, memref<8x2x0x64xf32>) table(%bt : memref<1x4xi32>) lens(%n : memref<1xi32>) out(%o : memref<1x8x64xf32>) {scale = 0.125 : f32}
+  return
+}
+
+// -----
+
+// A pool without blocks.
+func.func @zero_num_blocks(%q: memref<1x8x64xf32>, %k: memref<0x2x16x64xf32>, %v: memref<0x2x16x64xf32>, %bt: memref<1x4xi32>, %n: memref<1xi32>, %o: memref<1x8x64xf32>) {
+  // expected-error @+1 {{the K pool has num_blocks = 0}}
+  hg.attention q(%q : memref<1x8x64xf32>) kv(%k, %v : memref<0x2x16x64xf32>, memref<0x2x16x64xf32>) table(%bt : memref<1x4xi32>) lens(%n : memref<1xi32>) out(%o : memref<1x8x64xf32>) {scale = 0.125 : f32}
+  return
+}
+
+// -----
+
+// kv_heads = 0 in the V pool only (the K pool is dynamic there).
+func.func @zero_v_kv_heads(%q: memref<1x8x64xf32>, %k: memref<8x?x16x64xf32>, %v: memref<8x0x16x64xf32>, %bt: memref<1x4xi32>, %n: memref<1xi32>, %o: memref<1x8x64xf32>) {
+  // expected-error @+1 {{the V pool has kv_heads = 0}}
+  hg.attention q(%q : memref<1x8x64xf32>) kv(%k, %v : memref<8x?x16x64xf32>, memref<8x0x16x64xf32>) table(%bt : memref<1x4xi32>) lens(%n : memref<1xi32>) out(%o : memref<1x8x64xf32>) {scale = 0.125 : f32}
+  return
+}
+
+// -----
+
+// A static batch of 0.
+func.func @zero_batch(%q: memref<0x8x64xf32>, %k: memref<8x2x16x64xf32>, %v: memref<8x2x16x64xf32>, %bt: memref<0x4xi32>, %n: memref<0xi32>, %o: memref<0x8x64xf32>) {
+  // expected-error @+1 {{q has batch = 0}}
+  hg.attention q(%q : memref<0x8x64xf32>) kv(%k, %v : memref<8x2x16x64xf32>, memref<8x2x16x64xf32>) table(%bt : memref<0x4xi32>) lens(%n : memref<0xi32>) out(%o : memref<0x8x64xf32>) {scale = 0.125 : f32}
+  return
+}
+
+// -----
+
+// A block table with no columns.
+func.func @zero_max_blocks(%q: memref<1x8x64xf32>, %k: memref<8x2x16x64xf32>, %v: memref<8x2x16x64xf32>, %bt: memref<1x0xi32>, %n: memref<1xi32>, %o: memref<1x8x64xf32>) {
+  // expected-error @+1 {{the block table has max_blocks = 0}}
+  hg.attention q(%q : memref<1x8x64xf32>) kv(%k, %v : memref<8x2x16x64xf32>, memref<8x2x16x64xf32>) table(%bt : memref<1x0xi32>) lens(%n : memref<1xi32>) out(%o : memref<1x8x64xf32>) {scale = 0.125 : f32}
+  return
+}
+
+// -----
+
+// Dynamic kv_heads are refused before any division.
+func.func @dynamic_kv_heads_zero_q(%q: memref<1x8x64xf32>, %k: memref<8x?x16x64xf32>, %v: memref<8x?x16x64xf32>, %bt: memref<1x4xi32>, %n: memref<1xi32>, %o: memref<1x8x64xf32>) {
+  // expected-error @+1 {{the KV pool's kv_heads, block size and head_dim must be static}}
+  hg.attention q(%q : memref<1x8x64xf32>) kv(%k, %v : memref<8x?x16x64xf32>, memref<8x?x16x64xf32>) table(%bt : memref<1x4xi32>) lens(%n : memref<1xi32>) out(%o : memref<1x8x64xf32>) {scale = 0.125 : f32}
+  return
+}
+
+// -----
+
+// A block table whose capacity overflows 64-bit token positions.
+func.func @capacity_overflow(%q: memref<1x8x64xf32>, %k: memref<8x2x16x64xf32>, %v: memref<8x2x16x64xf32>, %bt: memref<1x1152921504606846976xi32>, %n: memref<1xi32>, %o: memref<1x8x64xf32>) {
+  // expected-error @+1 {{block table capacity 1152921504606846976 blocks x 16 tokens overflows a 64-bit index}}
+  hg.attention q(%q : memref<1x8x64xf32>) kv(%k, %v : memref<8x2x16x64xf32>, memref<8x2x16x64xf32>) table(%bt : memref<1x1152921504606846976xi32>) lens(%n : memref<1xi32>) out(%o : memref<1x8x64xf32>) {scale = 0.125 : f32}
+  return
+}
+
+// -----
+
+// kv_heads = 0 in hg.partial_attention (the same SIGFPE as hg.attention).
+func.func @partial_zero_kv_heads(%q: memref<1x8x64xf32>, %k: memref<8x0x16x64xf32>, %bt: memref<1x4xi32>, %n: memref<1xi32>, %m: memref<1x8xf32>) {
+  %c0 = arith.constant 0 : index
+  // expected-error @+1 {{the K pool has kv_heads = 0}}
+  hg.partial_attention q(%q : memref<1x8x64xf32>) kv(%k, %k : memref<8x0x16x64xf32>, memref<8x0x16x64xf32>) table(%bt : memref<1x4xi32>) lens(%n : memref<1xi32>) range [%c0, len) on cpu -> o(%q : memref<1x8x64xf32>) m(%m : memref<1x8xf32>) l(%m : memref<1x8xf32>) {scale = 0.125 : f32}
+  return
+}
+
+// -----
+
+// A merge into an output with head_dim = 0.
+func.func @merge_zero_head_dim(%o: memref<1x8x0xf32>, %m: memref<1x8xf32>) {
+  // expected-error @+1 {{the merged output has head_dim = 0}}
+  hg.merge o(%o : memref<1x8x0xf32>) m(%m : memref<1x8xf32>) l(%m : memref<1x8xf32>) into(%o : memref<1x8x0xf32>)
+  return
+}
+
+// -----
+
+// A merge whose partial has q_heads = 0 against a dynamic output.
+func.func @merge_zero_heads(%o: memref<1x0x64xf32>, %m: memref<1x0xf32>, %out: memref<1x?x64xf32>) {
+  // expected-error @+1 {{partial output #0 has q_heads = 0}}
+  hg.merge o(%o : memref<1x0x64xf32>) m(%m : memref<1x0xf32>) l(%m : memref<1x0xf32>) into(%out : memref<1x?x64xf32>)
+  return
+}

@@ -38,6 +38,29 @@ int32_t hgrt_gpu_check_batch(const int32_t *block_table, const int32_t *lens, in
    sets HYBRIDGEN_DISABLE_AMX to anything but 0. */
 int32_t hgrt_amx_available(void);
 
+/* Argument errors found by compiled kernels. A kernel checks every block id and length it would
+   read (one compare per block, before its parallel loops, on the calling thread); on a violation
+   it reports it here, reads nothing outside the pool and writes the empty partial
+   (m = -inf, l = 0, o = 0). The record is per thread: the caller of a compiled function takes it
+   after the call (JitModule::call and AotLibrary::call turn it into an ArgumentError). */
+enum {
+  HGRT_ARG_BLOCK_ID = 1, /* block_table[sequence][index] = value is not in [0, limit), the pool */
+  HGRT_ARG_LENGTH = 2,   /* seq_lens[sequence] = value is negative or above limit (table tokens) */
+  HGRT_ARG_BATCH = 3,    /* kernel argument #index has value rows (limit = the batch of q) */
+  HGRT_ARG_SHAPE = 4     /* hg.merge: a partial's dimension #index is value, the output's limit */
+};
+typedef struct hgrt_argument_error {
+  int32_t kind; /* HGRT_ARG_*; 0 when nothing was recorded */
+  int64_t sequence, index, value, limit;
+  int64_t count; /* violations recorded since the last take; the fields describe the first */
+} hgrt_argument_error;
+/* Records a violation on the calling thread (keeps the first one until taken). */
+void hgrt_kernel_argument_error(int32_t kind, int64_t sequence, int64_t index, int64_t value,
+                                int64_t limit);
+/* 1 and the record (then cleared) when this thread recorded a violation since the last take;
+   0 otherwise. |out| may be null to just clear. */
+int32_t hgrt_take_kernel_argument_error(hgrt_argument_error *out);
+
 #ifdef __cplusplus
 }
 #endif

@@ -7,6 +7,8 @@
 // fields each).
 #pragma once
 
+#include "hybridgen/runtime/c_api.h"
+
 #include <dlfcn.h>
 
 #include <cstdint>
@@ -18,6 +20,11 @@
 #include <vector>
 
 namespace hybridgen::memref_call {
+
+/// Most memref arguments a compiled function may take through callCInterface, and the highest
+/// rank a .sig entry may name.
+constexpr size_t kMaxArgs = 16;
+constexpr size_t kMaxRank = 16;
 
 /// Element types of memref arguments, in the order of hybridgen::driver::DType.
 enum class ElemType { f32, f16, bf16, i32, i64 };
@@ -83,7 +90,10 @@ inline std::string checkArgs(const std::string &fn, const Signature &sig,
            << ", expected " << (want[d] < 0 ? std::string("a size >= 0") : std::to_string(want[d]));
         return os.str();
       }
-      elems *= a.shape[d];
+      if (__builtin_mul_overflow(elems, a.shape[d], &elems)) {
+        os << fn << ": argument " << i << " has more elements than a 64-bit count holds";
+        return os.str();
+      }
     }
     // A zero-sized buffer may legitimately have no storage.
     if (!a.data && elems != 0) {
@@ -116,7 +126,6 @@ private:
   std::vector<intptr_t> words;
 };
 
-constexpr size_t kMaxArgs = 16;
 
 /// Calls the `_mlir_ciface_` function |fn| with one descriptor pointer per argument. The caller has
 /// checked the arguments; a call with more than kMaxArgs arguments throws std::invalid_argument.
@@ -154,6 +163,61 @@ inline void callCInterface(void *fn, const std::vector<Arg> &args) {
         p[0], p[1], p[2], p[3], p[4], p[5], p[6], p[7], p[8], p[9], p[10], p[11], p[12], p[13],
         p[14], p[15]);
   }
+}
+
+//===----------------------------------------------------------------------===//
+// Argument errors that compiled kernels report through the runtime (c_api.h)
+//===----------------------------------------------------------------------===//
+
+/// `hgrt_take_kernel_argument_error`, found at run time (the JIT loads the runtime with dlopen,
+/// an AOT library links it), so this header needs no link-time dependency on the runtime.
+using TakeArgumentErrorFn = int32_t (*)(hgrt_argument_error *);
+
+/// What |rec| (a violation the kernels of function |fn| reported) means, for an error message.
+inline std::string describeArgumentError(const std::string &fn, const hgrt_argument_error &rec) {
+  std::ostringstream os;
+  os << fn << ": ";
+  switch (rec.kind) {
+  case HGRT_ARG_BLOCK_ID:
+    os << "block_table[" << rec.sequence << "][" << rec.index << "] = " << rec.value
+       << " is outside the pool of " << rec.limit << " blocks (sequence " << rec.sequence << ")";
+    break;
+  case HGRT_ARG_LENGTH:
+    os << "seq_lens[" << rec.sequence << "] = " << rec.value << " is outside [0, " << rec.limit
+       << "], the block table's capacity in tokens (sequence " << rec.sequence << ")";
+    break;
+  case HGRT_ARG_BATCH: {
+    const char *names[] = {"q", "k_pool", "v_pool", "block_table", "seq_lens",
+                           "begin", "end", "output", "max", "sum"};
+    const char *name = rec.index >= 0 && rec.index < 10 ? names[rec.index] : "a buffer";
+    os << "the attention's " << name << " has " << rec.value << " rows for a batch of "
+       << rec.limit;
+    break;
+  }
+  case HGRT_ARG_SHAPE:
+    os << "hg.merge: a partial's dimension " << rec.index << " is " << rec.value
+       << " but the output's is " << rec.limit;
+    break;
+  default:
+    os << "a compiled kernel refused its arguments (kind " << rec.kind << ")";
+  }
+  if (rec.count > 1)
+    os << " (" << rec.count - 1 << " more violations in this call)";
+  os << "; nothing was read outside the buffers";
+  return os.str();
+}
+
+/// Calls |fn| like callCInterface and throws std::invalid_argument when a kernel reported an
+/// argument error during the call (the record of this thread is cleared first). |take| may be
+/// null (no runtime loaded: no kernel can report).
+inline void callChecked(const std::string &name, void *fn, const std::vector<Arg> &args,
+                        TakeArgumentErrorFn take) {
+  if (take)
+    take(nullptr); // a record left by an earlier, unchecked call is not this call's
+  callCInterface(fn, args);
+  hgrt_argument_error rec;
+  if (take && take(&rec))
+    throw std::invalid_argument(describeArgumentError(name, rec));
 }
 
 //===----------------------------------------------------------------------===//
@@ -198,16 +262,29 @@ inline std::map<std::string, Signature> parseSignatures(const std::string &text)
       std::istringstream dims(word.substr(colon + 1));
       std::string dim;
       while (std::getline(dims, dim, 'x')) {
-        if (dim == "?")
+        if (dim == "?") {
           shape.push_back(-1);
-        else if (!dim.empty() && dim.find_first_not_of("0123456789") == std::string::npos)
-          shape.push_back(std::stoll(dim));
-        else
-          throw std::runtime_error("malformed dimension '" + dim + "' for " + name);
+          continue;
+        }
+        // Digits only, and no more than int64 holds (std::stoll threw std::out_of_range).
+        bool digits = !dim.empty() && dim.size() <= 19 &&
+                      dim.find_first_not_of("0123456789") == std::string::npos;
+        if (!digits || (dim.size() == 19 && dim > "9223372036854775807"))
+          throw std::runtime_error("malformed dimension '" + dim + "' for " + name +
+                                   " (expected '?' or an integer below 2^63)");
+        shape.push_back(std::stoll(dim));
       }
+      if (shape.size() > kMaxRank)
+        throw std::runtime_error("signature entry '" + word + "' for " + name + " has rank " +
+                                 std::to_string(shape.size()) + "; at most " +
+                                 std::to_string(kMaxRank) + " is supported");
       sig.types.push_back(t);
       sig.shapes.push_back(std::move(shape));
     }
+    if (sig.types.size() > kMaxArgs)
+      throw std::runtime_error(name + " has " + std::to_string(sig.types.size()) +
+                               " memref arguments; compiled functions take at most " +
+                               std::to_string(kMaxArgs));
     out[name] = std::move(sig);
   }
   return out;
@@ -235,6 +312,8 @@ public:
       const char *err = dlerror();
       throw std::runtime_error("cannot load " + path + ": " + (err ? err : "unknown error"));
     }
+    // Searched in the library and its dependencies (it links the runtime).
+    take = reinterpret_cast<TakeArgumentErrorFn>(dlsym(handle, "hgrt_take_kernel_argument_error"));
   }
   AotLibrary(const AotLibrary &) = delete;
   AotLibrary &operator=(const AotLibrary &) = delete;
@@ -262,13 +341,14 @@ public:
     void *fn = dlsym(handle, ("_mlir_ciface_" + name).c_str());
     if (!fn)
       throw std::invalid_argument(path + " does not export _mlir_ciface_" + name);
-    callCInterface(fn, args);
+    callChecked(name, fn, args, take);
   }
 
 private:
   std::string path;
   std::map<std::string, Signature> sigs;
   void *handle = nullptr;
+  TakeArgumentErrorFn take = nullptr;
 };
 
 } // namespace hybridgen::memref_call
