@@ -2,6 +2,8 @@
 #include "Compiler.h"
 
 #include "mlir/ExecutionEngine/ExecutionEngine.h"
+#include "llvm/MC/MCSubtargetInfo.h"
+#include "llvm/TargetParser/Host.h"
 #include "llvm/Support/DynamicLibrary.h"
 #include "llvm/Support/Error.h"
 
@@ -21,16 +23,28 @@ JitModule::~JitModule() = default;
 
 namespace {
 
-/// The JIT compiles for this machine: a target other than the host is refused by name (it used
-/// to be ignored silently), and so is a shared library that cannot be loaded (the engine only
-/// warned and then failed to find its symbols, or ran without them).
+/// The JIT runs what it compiles on this machine: a target other than the host is taken (e.g.
+/// x86-64-v3 on an AVX-512 CPU, to run the AVX2 kernels) when this CPU has every feature it
+/// needs, refused by name otherwise or when unknown (it used to be ignored silently); so is a
+/// shared library that cannot be loaded (the engine only warned and then failed to find its
+/// symbols, or ran without them).
 void checkJitOptions(const CompileOptions &options, const std::vector<std::string> &libs) {
   bool host = options.targetCpu.empty() || options.targetCpu == "host";
   if (!host || !options.targetFeatures.empty()) {
-    detail::createTargetMachine(options.targetCpu, options.targetFeatures); // names bad ones
-    throw CompileError("the JIT compiles for this machine only; target_cpu '" +
-                       options.targetCpu + "' and target_features '" + options.targetFeatures +
-                       "' are for ahead-of-time compilation (compileToSharedLibrary)");
+    // Names an unknown CPU or feature.
+    std::unique_ptr<llvm::TargetMachine> target =
+        detail::createTargetMachine(options.targetCpu, options.targetFeatures);
+    // The host's ISA features it lacks (tuning flags are not in this map) must all be off.
+    std::string missing;
+    for (const auto &feature : llvm::sys::getHostCPUFeatures())
+      if (!feature.second &&
+          target->getMCSubtargetInfo()->checkFeatures("+" + feature.first().str()))
+        missing += (missing.empty() ? "" : ",") + feature.first().str();
+    if (!missing.empty())
+      throw CompileError("the JIT runs its code on this machine, which lacks " + missing +
+                         " that target_cpu '" + options.targetCpu + "' / target_features '" +
+                         options.targetFeatures +
+                         "' need; compile ahead of time (compileToSharedLibrary) for it");
   }
   for (const std::string &lib : libs) {
     std::string error;
