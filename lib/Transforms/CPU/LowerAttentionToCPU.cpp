@@ -5,6 +5,7 @@
 // hg.segment the call is bracketed by hgrt_device_begin/end so the runtime can time the device.
 //
 //===----------------------------------------------------------------------===//
+#include "../AttentionParams.h"
 #include "CPUCodegen.h"
 #include "PrefillKernel.h"
 
@@ -56,17 +57,8 @@ struct LowerAttentionToCPUPass
   llvm::StringMap<func::FuncOp> kernels;
 
   FailureOr<KernelConfig> configFor(PartialAttentionOp op) {
-    auto kType = cast<MemRefType>(op.getKPool().getType());
-    auto qType = cast<MemRefType>(op.getQ().getType());
     KernelConfig c;
-    c.kvType = kType.getElementType();
-    c.qHeads = qType.getDimSize(1);
-    c.kvHeads = kType.getDimSize(1);
-    c.blockSize = kType.getDimSize(2);
-    c.headDim = kType.getDimSize(3);
-    c.scale = op.getScale().convertToFloat();
-    c.window = op.getWindow().value_or(0);
-    c.softcap = op.getSoftcap() ? op.getSoftcap()->convertToFloat() : 0.0f;
+    readAttentionParams(op, c);
     c.topK = op.getTopK().value_or(0);
     c.amx = amx;
     c.vectorBits = vectorBits;
@@ -94,11 +86,8 @@ struct LowerAttentionToCPUPass
       return op.emitOpError("block size ")
              << c.blockSize << " is not supported by the CPU lowering (at most " << kMaxBlockSize
              << ")";
-    for (Value v : {op.getQ(), op.getKPool(), op.getVPool(), op.getBlockTable(), op.getSeqLens(),
-                    op.getO(), op.getM(), op.getL()})
-      if (!hasIdentityLayout(v))
-        return op.emitOpError("the CPU lowering needs identity (row-major) layouts, got ")
-               << v.getType();
+    if (failed(requireIdentityLayouts(op, op->getOperands(), "CPU")))
+      return failure();
     return c;
   }
 

@@ -8,6 +8,7 @@
 // group. Causality and the sliding window are per-row position masks on each block's logits.
 //
 //===----------------------------------------------------------------------===//
+#include "../AttentionParams.h"
 #include "PrefillKernel.h"
 
 #include "CPUCodegen.h"
@@ -355,8 +356,6 @@ func::FuncOp buildPrefillKernel(ModuleOp module, StringRef name, const PrefillCo
   return fn;
 }
 
-bool hasIdentityLayout(Value v) { return cast<MemRefType>(v.getType()).getLayout().isIdentity(); }
-
 } // namespace
 
 LogicalResult cpu::lowerPrefillAttention(ModuleOp module, PrefillAttentionOp op,
@@ -382,11 +381,8 @@ LogicalResult cpu::lowerPrefillAttention(ModuleOp module, PrefillAttentionOp op,
     return op.emitOpError("block size ")
            << c.blockSize << " is not supported by the CPU lowering (at most " << kMaxBlockSize
            << ")";
-  for (Value v : {op.getQ(), op.getKPool(), op.getVPool(), op.getBlockTable(), op.getSeqLens(),
-                  op.getOut()})
-    if (!hasIdentityLayout(v))
-      return op.emitOpError("the CPU lowering needs identity (row-major) layouts, got ")
-             << v.getType();
+  if (failed(requireIdentityLayouts(op, op->getOperands(), "CPU")))
+    return failure();
 
   std::string key = "prefill_" + c.mangle();
   func::FuncOp kernel = kernels.lookup(key);

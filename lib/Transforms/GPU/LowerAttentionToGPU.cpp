@@ -8,6 +8,7 @@
 // partials are left as hg ops for hg-lower-attention-to-cpu.
 //
 //===----------------------------------------------------------------------===//
+#include "../AttentionParams.h"
 #include "GPUCodegen.h"
 
 #include "mlir/IR/SymbolTable.h"
@@ -37,7 +38,6 @@ func::FuncOp gpu_lowering::declareExternal(ModuleOp module, StringRef name, Type
 
 namespace {
 
-bool hasIdentityLayout(Value v) { return cast<MemRefType>(v.getType()).getLayout().isIdentity(); }
 
 /// The CPU partial of the same split as |gpuOp|: an earlier op of its block over the same
 /// buffers whose range ends where |gpuOp|'s begins, with nothing in between that could touch
@@ -69,28 +69,16 @@ struct LowerAttentionToGPUPass
     if (op.getTopK())
       return op.emitOpError("top_k (sparse mode) is CPU-only; the GPU lowering runs dense "
                             "attention only");
-    auto kType = cast<MemRefType>(op.getKPool().getType());
-    auto qType = cast<MemRefType>(op.getQ().getType());
     GpuKernelConfig c;
-    c.kvType = kType.getElementType();
-    c.qHeads = qType.getDimSize(1);
-    c.kvHeads = kType.getDimSize(1);
-    c.blockSize = kType.getDimSize(2);
-    c.headDim = kType.getDimSize(3);
-    c.scale = op.getScale().convertToFloat();
-    c.window = op.getWindow().value_or(0);
-    c.softcap = op.getSoftcap() ? op.getSoftcap()->convertToFloat() : 0.0f;
+    readAttentionParams(op, c);
     for (int64_t d : {c.qHeads, c.kvHeads, c.blockSize, c.headDim})
       if (ShapedType::isDynamic(d))
         return op.emitOpError("the GPU lowering needs static heads, block size and head_dim");
     std::string why = unsupportedReason(c);
     if (!why.empty())
       return op.emitOpError(why);
-    for (Value v : {op.getQ(), op.getKPool(), op.getVPool(), op.getBlockTable(), op.getSeqLens(),
-                    op.getO(), op.getM(), op.getL()})
-      if (!hasIdentityLayout(v))
-        return op.emitOpError("the GPU lowering needs identity (row-major) layouts, got ")
-               << v.getType();
+    if (failed(requireIdentityLayouts(op, op->getOperands(), "GPU")))
+      return failure();
     return c;
   }
 
