@@ -3,7 +3,8 @@
 #
 #   scripts/fuzz.sh runtime [--time|--seconds SECONDS] [--corpus DIR] [--jobs N] [--junit FILE]
 #                           [-- ARGS...]
-#   scripts/fuzz.sh ir [--seconds SECONDS] [--junit FILE]
+#   scripts/fuzz.sh safetensors [same options as runtime]
+#   scripts/fuzz.sh ir [--seconds SECONDS] [--jobs N] [--junit FILE]
 #
 # runtime: the runtime target (runtime/fuzz/runtime_fuzz.cpp: pool, scheduler, placement, thread
 #          plan and C ABI against a shadow model), built with clang-22
@@ -14,6 +15,11 @@
 #          ARGS after -- go to libFuzzer unchanged. Findings (crash-*, leak-*, timeout-*) land in
 #          build-fuzz/findings-runtime/. Prints `runtime fuzzer: N executions in S s, F findings`
 #          and exits non-zero when something was found.
+# safetensors: the weights reader (runtime/fuzz/safetensors_fuzz.cpp: Checkpoint::open on a
+#          whole file, a framed header or a shard index; every accepted tensor read and converted),
+#          built beside the runtime target; seeds runtime/fuzz/seeds/safetensors, dictionary
+#          runtime/fuzz/safetensors.dict, corpus build-fuzz/corpus-safetensors, findings
+#          build-fuzz/findings-safetensors/.
 # ir:      parse + verify + every hg pipeline variant + translation to LLVM IR
 #          (test/fuzz/ir_fuzz.cpp), in its own build directory ($BUILD-ir-fuzz) where the project's
 #          code is compiled with -fsanitize=fuzzer-no-link,address (libMLIR.so is Debian's,
@@ -29,7 +35,7 @@ usage() { sed -n '2,/^[^#]/p' "${BASH_SOURCE[0]}" | sed '$d; s/^# \{0,1\}//'; ex
 target="${1:-}"
 [ -n "$target" ] || usage
 shift
-time_s=60 corpus="" jobs=1 junit="" extra=()
+time_s=60 corpus="" jobs=1 junit="" extra=() seeds=""
 while [ $# -gt 0 ]; do
   case "$1" in
     --time|--seconds) time_s="$2"; shift 2 ;;
@@ -77,10 +83,11 @@ run_target() {
   rm -f "$findings"/fuzz-*.log
   if [ "$jobs" -gt 1 ]; then
     # Workers share the corpus; each writes fuzz-N.log in the current directory.
-    (cd "$findings" && "$binary" "${args[@]}" -jobs="$jobs" -workers="$jobs" "${extra[@]}" "$corpus") \
+    (cd "$findings" && "$binary" "${args[@]}" -jobs="$jobs" -workers="$jobs" "${extra[@]}" "$corpus" \
+       ${seeds:+"$seeds"}) \
       >"$log" 2>&1
   else
-    "$binary" "${args[@]}" "${extra[@]}" "$corpus" >"$log" 2>&1
+    "$binary" "${args[@]}" "${extra[@]}" "$corpus" ${seeds:+"$seeds"} >"$log" 2>&1
   fi
   local rc=$?
   local secs=$((SECONDS - start))
@@ -104,26 +111,31 @@ run_target() {
 }
 
 case "$target" in
-  runtime)
+  runtime|safetensors)
     if ! ls /usr/lib/llvm-22/lib/clang/*/lib/linux/libclang_rt.fuzzer-x86_64.a >/dev/null 2>&1; then
-      echo "fuzz.sh runtime: clang-22 has no libFuzzer runtime; skipped"
-      write_junit runtime "clang-22 without libFuzzer" 0 skip
+      echo "fuzz.sh $target: clang-22 has no libFuzzer runtime; skipped"
+      write_junit "$target" "clang-22 without libFuzzer" 0 skip
       exit 0
     fi
     build="$FUZZ_DIR/runtime"
-    corpus="${corpus:-$FUZZ_DIR/corpus-runtime}"
+    corpus="${corpus:-$FUZZ_DIR/corpus-$target}"
     if [ ! -f "$build/build.ninja" ]; then
       cmake -S "$ROOT/runtime" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
         -DCMAKE_C_COMPILER=clang-22 -DCMAKE_CXX_COMPILER=clang++-22 \
         -DCMAKE_CXX_COMPILER_LAUNCHER=ccache -DHYBRIDGEN_RT_FUZZ=ON \
         -DHYBRIDGEN_RT_TESTS=OFF -DHYBRIDGEN_RT_BENCH=OFF >/dev/null ||
-        { write_junit runtime "cmake failed" 0; echo "fuzz.sh: cmake failed"; exit 1; }
+        { write_junit "$target" "cmake failed" 0; echo "fuzz.sh: cmake failed"; exit 1; }
     fi
-    ninja -C "$build" -j"${HYBRIDGEN_JOBS:-2}" hybridgen_runtime_fuzz >/dev/null ||
-      { write_junit runtime "build failed" 0; echo "fuzz.sh: build failed"; exit 1; }
-    findings="$FUZZ_DIR/findings-runtime"
+    ninja -C "$build" -j"${HYBRIDGEN_JOBS:-2}" "hybridgen_${target}_fuzz" >/dev/null ||
+      { write_junit "$target" "build failed" 0; echo "fuzz.sh: build failed"; exit 1; }
+    if [ "$target" = safetensors ]; then
+      # One input is one file (up to a few KB of JSON header), not an operation sequence.
+      seeds="$ROOT/runtime/fuzz/seeds/safetensors"
+      extra=(-dict="$ROOT/runtime/fuzz/safetensors.dict" -max_len=8192 "${extra[@]}")
+    fi
+    findings="$FUZZ_DIR/findings-$target"
     mkdir -p "$findings" && touch "$findings/last-run.log.start"
-    run_target runtime "$build/fuzz/hybridgen_runtime_fuzz" "$findings"
+    run_target "$target" "$build/fuzz/hybridgen_${target}_fuzz" "$findings"
     ;;
   ir)
     FUZZ_BUILD="${HYBRIDGEN_BUILD_DIR:-$ROOT/build}-ir-fuzz"
@@ -150,17 +162,32 @@ case "$target" in
     python3 "$ROOT/scripts/extract_fuzz_seeds.py" "$ROOT/test" "$FUZZ_BUILD/seeds" || exit 1
     log="$FUZZ_BUILD/last-run.log"
     # Leaks off: LLVM's registries live until exit by design. Nothing compiled is executed, so the
-    # runtime library is not needed.
-    ASAN_OPTIONS="detect_leaks=0:allocator_may_return_null=1" \
-      "$FUZZ_BUILD/test/fuzz/hybridgen_ir_fuzz" "$FUZZ_BUILD/corpus" "$FUZZ_BUILD/seeds" \
-      -dict="$ROOT/test/fuzz/hg.dict" -max_total_time="$time_s" -max_len=16384 -timeout=60 \
-      -rss_limit_mb=6144 -print_final_stats=1 -artifact_prefix="$FUZZ_BUILD/findings/" \
-      >"$log" 2>&1
+    # runtime library is not needed. With --jobs N, N workers share the corpus (fuzz-K.log each,
+    # in $FUZZ_BUILD/findings) and the executions are their sum.
+    fuzz_args=("$FUZZ_BUILD/corpus" "$FUZZ_BUILD/seeds" -dict="$ROOT/test/fuzz/hg.dict"
+               -max_total_time="$time_s" -max_len=16384 -timeout=60 -rss_limit_mb=6144
+               -print_final_stats=1 -artifact_prefix="$FUZZ_BUILD/findings/")
+    rm -f "$FUZZ_BUILD"/findings/fuzz-*.log
+    if [ "$jobs" -gt 1 ]; then
+      (cd "$FUZZ_BUILD/findings" && ASAN_OPTIONS="detect_leaks=0:allocator_may_return_null=1" \
+        "$FUZZ_BUILD/test/fuzz/hybridgen_ir_fuzz" "${fuzz_args[@]}" -jobs="$jobs" -workers="$jobs") \
+        >"$log" 2>&1
+    else
+      ASAN_OPTIONS="detect_leaks=0:allocator_may_return_null=1" \
+        "$FUZZ_BUILD/test/fuzz/hybridgen_ir_fuzz" "${fuzz_args[@]}" >"$log" 2>&1
+    fi
     rc=$?
-    execs=$(grep -o 'stat::number_of_executed_units: *[0-9]*' "$log" | grep -o '[0-9]*$' | tail -1)
-    echo "fuzz.sh ir: ${execs:-0} executions in ${time_s}s, exit $rc (log: $log)"
+    if [ "$jobs" -gt 1 ]; then
+      execs=$(cat "$FUZZ_BUILD"/findings/fuzz-*.log 2>/dev/null |
+              sed -n 's/^stat::number_of_executed_units: *//p' | awk '{s += $1} END {print s + 0}')
+      grep -q -E "ERROR|Test unit written" "$FUZZ_BUILD"/findings/fuzz-*.log 2>/dev/null && rc=1
+    else
+      execs=$(grep -o 'stat::number_of_executed_units: *[0-9]*' "$log" | grep -o '[0-9]*$' | tail -1)
+    fi
+    echo "fuzz.sh ir: ${execs:-0} executions in ${time_s}s ($jobs worker(s)), exit $rc (log: $log)"
     if [ $rc -ne 0 ]; then
-      grep -E "ERROR|==[0-9]+==|Test unit written|SUMMARY" "$log" | head -20
+      grep -h -E "ERROR|==[0-9]+==|Test unit written|SUMMARY" "$log" "$FUZZ_BUILD"/findings/fuzz-*.log \
+        2>/dev/null | head -20
       write_junit ir_fuzz "finding after ${execs:-0} executions, see $log" "$time_s"
       exit 1
     fi

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # test.sh: set everything up, then run every suite (lit, runtime and driver unit tests, the runtime
-# under AddressSanitizer and UndefinedBehaviorSanitizer, pytest, bounded runtime and IR fuzzer
+# under AddressSanitizer and UndefinedBehaviorSanitizer, pytest, bounded runtime, safetensors and IR fuzzer
 # runs) and end with one line: `N passed, M failed`.
 set -uo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -54,6 +54,10 @@ echo "== runtime fuzzer (bounded)"
 HYBRIDGEN_FUZZ_DIR="$BUILD-fuzz" HYBRIDGEN_JOBS="$(nproc)" bash "$ROOT/scripts/fuzz.sh" runtime --time 25 \
   --junit "$RESULTS/fuzz-runtime.xml"
 
+echo "== safetensors fuzzer (bounded)"
+HYBRIDGEN_FUZZ_DIR="$BUILD-fuzz" bash "$ROOT/scripts/fuzz.sh" safetensors --time 10 \
+  --junit "$RESULTS/fuzz-safetensors.xml"
+
 echo "== IR fuzzer (bounded; scripts/fuzz.sh ir runs it for longer)"
 bash "$ROOT/scripts/fuzz.sh" ir --seconds "${HYBRIDGEN_FUZZ_SECONDS:-30}" \
   --junit "$RESULTS/fuzz-ir.xml"
@@ -61,4 +65,5 @@ bash "$ROOT/scripts/fuzz.sh" ir --seconds "${HYBRIDGEN_FUZZ_SECONDS:-30}" \
 "$ROOT/.venv/bin/python" "$ROOT/scripts/summarize_results.py" \
   "$RESULTS/lit.xml" "$RESULTS/runtime.xml" "$RESULTS/runtime-asan.xml" \
   "$RESULTS/driver.xml" "$RESULTS/pytest.xml" \
-  "$RESULTS/runtime-ubsan.xml" "$RESULTS/fuzz-runtime.xml" "$RESULTS/fuzz-ir.xml"
+  "$RESULTS/runtime-ubsan.xml" "$RESULTS/fuzz-runtime.xml" "$RESULTS/fuzz-safetensors.xml" \
+  "$RESULTS/fuzz-ir.xml"

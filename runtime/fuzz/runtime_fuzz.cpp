@@ -11,6 +11,7 @@
 #include "hybridgen/runtime/c_api.h"
 #include "hybridgen/runtime/checked.h"
 #include "hybridgen/runtime/context.h"
+#include "hybridgen/runtime/cuda/gpu_runtime.h"
 #include "hybridgen/runtime/kv_pool.h"
 #include "hybridgen/runtime/placement.h"
 #include "hybridgen/runtime/scheduler.h"
@@ -179,6 +180,7 @@ struct Harness {
 
   void opsOnPool(FuzzedDataProvider &in, int op);
   void opsOnScheduler(FuzzedDataProvider &in, int op);
+  void opsOnGpuChecks(FuzzedDataProvider &in);
 };
 
 /// Expected outcome of appending |n| tokens to |seq| per the shadow (spill is on in these pools).
@@ -370,6 +372,58 @@ void Harness::opsOnPool(FuzzedDataProvider &in, int op) {
     FUZZ_CHECK(snapshot() == before);
 }
 
+/// The checks that stand before a GPU launch (runtime/lib/cuda/batch_check.cpp, the C ABI's
+/// hgrt_gpu_check_batch and hgrt_gpu_alias) on block tables and lengths the harness owns, against
+/// their contract. The fuzzed pool has no device tier, so with the pool every block a GPU partial
+/// would read must be refused. Sizes are hostile only where the contract lets the check refuse
+/// them before it reads the arrays (non-positive sizes, null arrays, an overflowing block size).
+void Harness::opsOnGpuChecks(FuzzedDataProvider &in) {
+  auto nonPositive = [&] {
+    const int64_t values[] = {0, -1, -16, INT64_MIN};
+    return values[in.ConsumeIntegralInRange<size_t>(0, std::size(values) - 1)];
+  };
+  int64_t batch = in.ConsumeBool() ? in.ConsumeIntegralInRange<int64_t>(1, 4) : nonPositive();
+  int64_t maxBlocks = in.ConsumeBool() ? in.ConsumeIntegralInRange<int64_t>(1, 8) : nonPositive();
+  int64_t blockSize = in.ConsumeBool() ? bs() : pickCount(in, 64);
+  int64_t split = in.ConsumeBool() ? pickCount(in, 100) : nonPositive();
+  const bool withPool = in.ConsumeBool(), nullTable = in.ConsumeIntegralInRange<int>(0, 15) == 0;
+  const bool sized = batch > 0 && maxBlocks > 0;
+  std::vector<int32_t> table(size_t(sized ? batch * maxBlocks : 1)), lens(size_t(sized ? batch : 1));
+  const int32_t hostileIds[] = {-1, INT32_MIN, INT32_MAX, int32_t(pool->numBlocks())};
+  for (int32_t &id : table)
+    id = in.ConsumeIntegralInRange<int>(0, 7) == 0
+             ? hostileIds[in.ConsumeIntegralInRange<size_t>(0, std::size(hostileIds) - 1)]
+             : in.ConsumeIntegralInRange<int32_t>(0, int32_t(std::max<int64_t>(pool->numBlocks() - 1, 0)));
+  for (int32_t &len : lens)
+    len = int32_t(std::clamp<int64_t>(pickCount(in, 140), INT32_MIN, INT32_MAX));
+
+  auto expected = [&](const KvPool *p) {
+    bool ok = sized && blockSize > 0 && !nullTable && split >= 0 && (!p || blockSize == bs()) &&
+              maxBlocks <= INT64_MAX / blockSize;
+    for (int64_t i = 0; ok && i < batch; ++i) {
+      int64_t len = lens[size_t(i)];
+      ok = len >= 0 && len <= maxBlocks * blockSize;
+      for (int64_t b = split / blockSize; ok && b * blockSize < len; ++b)
+        ok = table[size_t(i * maxBlocks + b)] >= 0 && !p; // no device tier: never launchable
+    }
+    return ok;
+  };
+  const int32_t *tablePtr = nullTable ? nullptr : table.data();
+  const KvPool *checked = withPool ? pool.get() : nullptr;
+  Status st = cuda::checkGpuBatch(checked, tablePtr, lens.data(), batch, maxBlocks, blockSize, split);
+  FUZZ_CHECK(st.isOk() == expected(checked));
+  if (!st.isOk())
+    FUZZ_CHECK(st.code() == ErrorCode::kInvalidArgument);
+  // The C ABI checks against the installed context's pool (this one, when a scheduler case
+  // installed it).
+  auto installed = installedContext();
+  FUZZ_CHECK(hgrt_gpu_check_batch(tablePtr, lens.data(), batch, maxBlocks, blockSize, split) ==
+             (expected(installed ? installed->pool() : nullptr) ? 1 : 0));
+  // No array of this pool lives on a device, and pointers outside every array alias nothing.
+  FUZZ_CHECK(hgrt_gpu_alias(pool->kBase(0)) == nullptr);
+  FUZZ_CHECK(hgrt_gpu_alias(table.data()) == nullptr && hgrt_gpu_alias(nullptr) == nullptr);
+}
+
 void Harness::opsOnScheduler(FuzzedDataProvider &in, int op) {
   const int64_t segment = in.ConsumeIntegralInRange<int64_t>(-1, 3);
   switch (op) {
@@ -494,11 +548,13 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   h.pool = std::move(pool).valueOrThrow();
   h.tokenBytes = size_t(pc.layout.kvHeads) * pc.layout.rowBytes();
   for (int i = 0; i < kMaxOps && in.remaining_bytes() > 0; ++i) {
-    int op = in.ConsumeIntegralInRange<int>(0, 14);
+    int op = in.ConsumeIntegralInRange<int>(0, 15);
     if (op <= 10)
       h.opsOnPool(in, op);
-    else
+    else if (op <= 14)
       h.opsOnScheduler(in, op - 11);
+    else
+      h.opsOnGpuChecks(in);
     const bool movesData = op == 6 || op == 8 || op == 12; // migrate, rebalance, end of a step
     h.verify(movesData || i % 8 == 7);
   }

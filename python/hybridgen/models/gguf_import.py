@@ -15,6 +15,8 @@ of the compiled model) hold. Not undoing it still gives a model that runs, but w
 from __future__ import annotations
 
 import json
+import os
+import shutil
 from pathlib import Path
 from typing import Optional
 
@@ -22,6 +24,7 @@ import ml_dtypes
 import numpy as np
 
 from .errors import GgufImportError, UnsupportedModelError
+from .._hybridgen import HybridgenError
 
 # llama.cpp tensor name (blk.N. stripped) -> HF name (model.layers.N. added).
 _LAYER_TENSORS = {
@@ -250,6 +253,23 @@ def import_gguf(gguf_path, outdir, *, dtype: str = "float32",
         raise GgufImportError(f"import-gguf: dtype {dtype!r} is not float32 or bfloat16")
     path = Path(gguf_path)
     reader = _open(path)
+    out = Path(outdir)
+    # Written beside |out| and moved in only when complete: a damaged file found half-way (the
+    # reader decodes lazily) leaves no partial checkpoint and never replaces a previous one.
+    stage = out.parent / f".{out.name}.importing-{os.getpid()}"
+    try:
+        cfg = _convert(reader, path, stage, dtype, shard_bytes)
+        _move_into(stage, out)
+        return cfg
+    except HybridgenError:
+        raise
+    except Exception as e:  # noqa: BLE001 - any other failure here comes from the file's bytes
+        raise GgufImportError(f"{path}: damaged GGUF ({type(e).__name__}: {e})") from e
+    finally:
+        shutil.rmtree(stage, ignore_errors=True)
+
+
+def _convert(reader, path: Path, out: Path, dtype: str, shard_bytes: int) -> dict:
     meta = _Meta(reader, path)
     arch = meta.get("general.architecture", required=True)
     if arch not in SUPPORTED_ARCHITECTURES:
@@ -263,7 +283,6 @@ def import_gguf(gguf_path, outdir, *, dtype: str = "float32",
         _check_dequantizable(t)
     _check_complete({k: tuple(int(d) for d in reversed(t.shape.tolist())) for k, t in tensors.items()},
                     cfg, path)
-    out = Path(outdir)
     out.mkdir(parents=True, exist_ok=True)
     cfg["torch_dtype"] = dtype
     _write_weights(tensors, cfg, out, dtype, shard_bytes, path.name)
@@ -273,6 +292,16 @@ def import_gguf(gguf_path, outdir, *, dtype: str = "float32",
     gen = {k: cfg[k] for k in ("bos_token_id", "eos_token_id") if k in cfg}
     (out / "generation_config.json").write_text(json.dumps(gen, indent=2) + "\n")
     return cfg
+
+
+def _move_into(stage: Path, out: Path):
+    """Moves the files of a complete import into |out| (created if missing), replacing a previous
+    import's weights, which may have been sharded differently."""
+    out.mkdir(parents=True, exist_ok=True)
+    for old in list(out.glob("model*.safetensors")) + [out / "model.safetensors.index.json"]:
+        old.unlink(missing_ok=True)
+    for f in stage.iterdir():
+        os.replace(f, out / f.name)
 
 
 def _check_complete(shapes: dict, cfg: dict, path: Path):
@@ -302,8 +331,6 @@ def _write_weights(tensors: dict, cfg: dict, out: Path, dtype: str, shard_bytes:
         current.append(name)
         used += nbytes
     shards.append(current)
-    for old in list(out.glob("model*.safetensors")) + [out / "model.safetensors.index.json"]:
-        old.unlink(missing_ok=True)  # a previous import's files, possibly sharded differently
     meta = {"format": "pt", "source": source}
     if len(shards) == 1:
         save_file({k: _hf_tensor(tensors[k], cfg).astype(store) for k in shards[0]},
