@@ -321,3 +321,16 @@ def test_f32_checkpoint_runs_as_f16_weights(built, tmp_path):
     ids = prompt(17, cfg["vocab_size"], 14)
     err = rel_err(m.prefill(ids[None, :], all_logits=True)[0], models.forward(cfg, weights, ids))
     assert 1e-5 < err <= 5e-3
+
+
+@pytest.mark.parametrize("arch", ("llama", "opt-350m"))
+def test_weight_bytes_per_step_counts_every_weight_a_decode_step_reads(built, arch):
+    # Every checkpoint tensor but the token and position embeddings (a step gathers a few rows),
+    # which count once when the tied head reads the whole table; f32: 4 bytes per element.
+    model_dir, cfg, _, art = built(arch)
+    m = hg.Model(art, max_context=16, weights=str(model_dir))
+    shapes = models.weight_shapes(cfg)
+    gathered = [n for n in shapes if n.endswith(("embed_tokens.weight", "embed_positions.weight"))]
+    tied = cfg.get("tie_word_embeddings", arch.startswith("opt"))
+    read = [n for n in shapes if n not in gathered or (tied and n.endswith("embed_tokens.weight"))]
+    assert m.weight_bytes_per_step() == 4 * sum(int(np.prod(shapes[n])) for n in read)

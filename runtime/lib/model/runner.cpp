@@ -347,10 +347,12 @@ Status ModelRunner::fillSyntheticKv(int64_t tokens, uint64_t seed) {
 uint64_t ModelRunner::weightBytesPerStep() const {
   const Impl &m = *impl_;
   std::map<const void *, uint64_t> seen;
-  auto add = [&](const BoundFunction &fn) {
+  // |only|: count just that argument (embed reads its tables' few rows but all of project_in).
+  auto add = [&](const BoundFunction &fn, const std::string &only = "") {
     for (const auto &layer : fn.weights)
-      for (const Arg &a : layer) {
-        if (!a.data)
+      for (size_t i = 0; i < layer.size(); ++i) {
+        const Arg &a = layer[i];
+        if (!a.data || (!only.empty() && fn.args[i] != only))
           continue;
         uint64_t n = a.type == ElemType::f32 ? 4 : 2;
         for (int64_t d : a.shape)
@@ -358,6 +360,7 @@ uint64_t ModelRunner::weightBytesPerStep() const {
         seen[a.data] = n;
       }
   };
+  add(m.embed, "tensor:model.decoder.project_in.weight");
   add(m.layerPre);
   add(m.layerDecode);
   add(m.layerMlp);
