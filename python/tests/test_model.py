@@ -307,6 +307,13 @@ def test_f16_kv_from_a_model_dir_and_through_hybridgen_run(built, tmp_path):
     lines = out.stdout.splitlines()
     tokens = lines[lines.index("== generated token ids:") + 1].split()
     assert [int(t) for t in tokens] == models.greedy(models.Reference(cfg, weights), ids[:10], 6)
+    # From the model dir: hybridgen-run compiles the f16 functions in because they are asked for.
+    out = subprocess.run([str(tool), str(model_dir), "--artifact-dir", str(tmp_path / "art2"),
+                          "--kv-dtype", "f16", "--prompt-ids", ",".join(map(str, ids[:10])),
+                          "--max-new-tokens", "6"], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    lines = out.stdout.splitlines()
+    assert lines[lines.index("== generated token ids:") + 1].split() == tokens
     bad = subprocess.run([str(tool), str(tmp_path / "art"), "--kv-dtype", "f8", "--context", "4"],
                          capture_output=True, text=True, timeout=60)
     assert bad.returncode != 0 and "kv dtype 'f8' was not compiled" in bad.stderr

@@ -176,6 +176,11 @@ int runModelMode(int argc, char **argv) {
                              "(config.json)").c_str());
     hybridgen::models::ModelCompileOptions copts;
     copts.weightDtype = o.weightDtype;
+    // The default KV dtypes, plus the one asked for (f16) so that it is compiled in.
+    const std::string &kv = o.runner.kvDtype;
+    if (!kv.empty() &&
+        std::find(copts.kvDtypes.begin(), copts.kvDtypes.end(), kv) == copts.kvDtypes.end())
+      copts.kvDtypes.push_back(kv);
     try {
       bool compiled = false;
       auto start = std::chrono::steady_clock::now();

@@ -185,7 +185,8 @@ Result<ModelConfig> parseJson(const json &root, const std::string &source) {
     c.embedDim = f.positive("word_embed_proj_dim", c.hidden);
     c.finalNorm = c.layerNormBefore && !f.boolean("_remove_final_layer_norm", false);
     if (f.ok() && !f.boolean("layer_norm_elementwise_affine", true))
-      f.fail("layer_norm_elementwise_affine", "false (LayerNorms without weights) is not supported");
+      f.fail("layer_norm_elementwise_affine",
+             "false (LayerNorms without weights) is not supported");
     if (f.ok() && c.hidden % c.qHeads != 0)
       f.fail("hidden_size", "must be a multiple of num_attention_heads");
     c.headDim = c.hidden / c.qHeads;
