@@ -142,9 +142,10 @@ std::string splitAttr(bool prefill) {
 
 /// The MLP block on the residual stream |x| [n, hidden], its weights declared as arguments of
 /// |f|. Pre-LN: x += mlp(norm2(x)). Post-LN (OPT's do_layer_norm_before false):
-/// h = norm1(x), then x = norm2(h + mlp(h)), as in HF's OPTDecoderLayer.
+/// h = norm1(x), then x = norm2(h + mlp(h)), as in HF's OPTDecoderLayer. |scratch| is an
+/// [n, hidden] buffer the block may overwrite (empty: it allocates one).
 void emitMlpBlock(FunctionWriter &f, const ModelConfig &c, const std::string &x,
-                  const std::string &n) {
+                  const std::string &n, std::string scratch = "") {
   LayerNames names = layerNames(c);
   const std::string &wt = f.weightType();
   int64_t H = c.hidden, I = c.intermediate;
@@ -168,7 +169,8 @@ void emitMlpBlock(FunctionWriter &f, const ModelConfig &c, const std::string &x,
       fc2b = f.arg("layer:" + names.fc2 + ".bias", vecType(H, wt));
   }
   std::ostringstream &b = f.body();
-  std::string h = f.alloc(rowType(H), n), tmp = f.alloc(rowType(H), n);
+  std::string h = f.alloc(rowType(H), n);
+  std::string tmp = scratch.empty() ? f.alloc(rowType(H), n) : scratch;
   if (postNorm)
     emitNorm(f, c, x, n, ln1W, normBias ? &ln1B : nullptr, h);
   else
@@ -276,7 +278,7 @@ std::string buildLayerPost(const ModelConfig &c, const std::string &wt, const st
   // Post-LN layers run their MLP block as layer_mlp: with the attention block's norm after
   // its residual, one function would take more memrefs than compiled functions may (16).
   if (c.layerNormBefore)
-    emitMlpBlock(f, c, x, n);
+    emitMlpBlock(f, c, x, n, tmp);
   argNames = f.argNames();
   return f.finish();
 }
