@@ -1,7 +1,7 @@
 // hybridgen-compile's model mode on a 32-layer tiny Llama: one set of layer functions for every
 // layer (weights as arguments), attention in a dynamic segment with a runtime split, prefill
-// through hg.prefill_attention, bf16 weights widened in the vector matmul; and the metadata that
-// names each function's arguments.
+// through hg.prefill_attention, bf16 weights widened in the vector matmul, one decode/prefill pair
+// per KV dtype (f32, bf16, f16); and the metadata that names each function's arguments.
 // RUN: rm -rf %t && mkdir -p %t/m && cp %S/Inputs/tiny-llama.json %t/m/config.json
 // RUN: hybridgen-compile %t/m -o %t/a --weight-dtype=bf16 --kv-dtypes=f32,bf16,f16 | FileCheck %s --check-prefix=TOOL
 // RUN: FileCheck %s < %t/a/model.mlir
