@@ -341,3 +341,16 @@ def test_weight_bytes_per_step_counts_every_weight_a_decode_step_reads(built, ar
     tied = cfg.get("tie_word_embeddings", arch.startswith("opt"))
     read = [n for n in shapes if n not in gathered or (tied and n.endswith("embed_tokens.weight"))]
     assert m.weight_bytes_per_step() == 4 * sum(int(np.prod(shapes[n])) for n in read)
+
+
+@pytest.mark.parametrize("name", ["model.decoder.project_in.weight",
+                                  "model.decoder.project_out.weight",
+                                  "model.decoder.layers.1.self_attn_layer_norm.bias"])
+def test_post_ln_opt_missing_tensor_is_named(built, tmp_path, name):
+    # The new arguments (project_in in embed, project_out in final, layer_mlp's norms) are bound
+    # and checked at open like every other weight.
+    _, cfg, _, art = built("opt-350m")
+    models.write_random_checkpoint(tmp_path / "m", cfg)
+    models.drop_tensor(tmp_path / "m", name)
+    with pytest.raises(hg.HybridgenError, match=name.replace(".", r"\.")):
+        hg.Model(art, weights=str(tmp_path / "m"))
