@@ -39,42 +39,61 @@ std::string prefix(const ModelConfig &c) {
   return c.family == Family::kOpt ? "model.decoder." : "model.";
 }
 
-std::string buildEmbed(const ModelConfig &c, const std::string &wt) {
+/// The token embedding (OPT: project_in to the hidden width when word_embed_proj_dim differs,
+/// then the learned position added) into |x| [n, hidden].
+std::string buildEmbed(const ModelConfig &c, const std::string &wt,
+                       std::vector<std::string> &argNames) {
   FunctionWriter f("embed", wt);
-  int64_t H = c.hidden;
-  bool opt = c.family == Family::kOpt;
+  int64_t H = c.hidden, E = c.embedDim;
+  bool opt = c.family == Family::kOpt, proj = c.projectsEmbeddings();
+  std::string posTableT = matType(c.maxPositions + c.positionOffset, H, wt);
   std::string ids = f.arg("ids", "memref<?xi32>");
-  std::string table = f.arg("tensor:" + prefix(c) + "embed_tokens.weight", matType(c.vocab, H, wt));
-  std::string pos, posTable;
+  std::string table = f.arg("tensor:" + prefix(c) + "embed_tokens.weight", matType(c.vocab, E, wt));
+  std::string pos, posTable, projIn;
   if (opt) {
     pos = f.arg("positions", "memref<?xi32>");
-    posTable = f.arg("tensor:model.decoder.embed_positions.weight",
-                     matType(c.maxPositions + c.positionOffset, H, wt));
+    posTable = f.arg("tensor:model.decoder.embed_positions.weight", posTableT);
   }
+  if (proj)
+    projIn = f.arg("tensor:model.decoder.project_in.weight", matType(H, E, wt));
   std::string out = f.arg("x", rowType(H));
   std::string n = dimOf(f, ids, "memref<?xi32>", 0);
   std::string c0 = f.constant("0", "index"), c1 = f.constant("1", "index"),
               cH = f.constant(std::to_string(H), "index"),
+              cE = proj ? f.constant(std::to_string(E), "index") : cH,
               off = f.constant(std::to_string(c.positionOffset), "index");
+  // With project_in the gathered rows are E wide and go through a matmul before the positions.
+  std::string gathered = proj ? f.alloc(rowType(E), n) : out;
   std::ostringstream &b = f.body();
-  b << "    scf.parallel (%r, %j) = (" << c0 << ", " << c0 << ") to (" << n << ", " << cH
-    << ") step (" << c1 << ", " << c1 << ") {\n"
-    << "      %id32 = memref.load " << ids << "[%r] : memref<?xi32>\n"
-    << "      %id = arith.index_cast %id32 : i32 to index\n"
-    << "      %e = memref.load " << table << "[%id, %j] : " << matType(c.vocab, H, wt) << "\n";
-  std::string e = f.toF32("%e");
-  if (opt) {
+  auto addPosition = [&](std::string e) {
     b << "      %p32 = memref.load " << pos << "[%r] : memref<?xi32>\n"
       << "      %pi = arith.index_cast %p32 : i32 to index\n"
       << "      %po = arith.addi %pi, " << off << " : index\n"
-      << "      %pe = memref.load " << posTable << "[%po, %j] : "
-      << matType(c.maxPositions + c.positionOffset, H, wt) << "\n";
+      << "      %pe = memref.load " << posTable << "[%po, %j] : " << posTableT << "\n";
     std::string pe = f.toF32("%pe");
     b << "      %sum = arith.addf " << e << ", " << pe << " : f32\n";
-    e = "%sum";
-  }
-  b << "      memref.store " << e << ", " << out << "[%r, %j] : " << rowType(H) << "\n"
+    return std::string("%sum");
+  };
+  b << "    scf.parallel (%r, %j) = (" << c0 << ", " << c0 << ") to (" << n << ", " << cE
+    << ") step (" << c1 << ", " << c1 << ") {\n"
+    << "      %id32 = memref.load " << ids << "[%r] : memref<?xi32>\n"
+    << "      %id = arith.index_cast %id32 : i32 to index\n"
+    << "      %e = memref.load " << table << "[%id, %j] : " << matType(c.vocab, E, wt) << "\n";
+  std::string e = f.toF32("%e");
+  if (opt && !proj)
+    e = addPosition(e);
+  b << "      memref.store " << e << ", " << gathered << "[%r, %j] : " << rowType(E) << "\n"
     << "      scf.reduce\n    }\n";
+  if (proj) {
+    emitMatmul(f, gathered, E, projIn, H, nullptr, out, n);
+    b << "    scf.parallel (%r, %j) = (" << c0 << ", " << c0 << ") to (" << n << ", " << cH
+      << ") step (" << c1 << ", " << c1 << ") {\n"
+      << "      %x = memref.load " << out << "[%r, %j] : " << rowType(H) << "\n";
+    std::string sum = addPosition("%x");
+    b << "      memref.store " << sum << ", " << out << "[%r, %j] : " << rowType(H) << "\n"
+      << "      scf.reduce\n    }\n";
+  }
+  argNames = f.argNames();
   return f.finish();
 }
 
@@ -84,9 +103,13 @@ std::string buildLayerPre(const ModelConfig &c, const std::string &wt,
   LayerNames names = layerNames(c);
   int64_t H = c.hidden, QD = c.qDim(), KD = c.kvDim();
   bool normBias = c.norm == NormKind::kLayer;
+  // Post-LN (OPT's do_layer_norm_before false): q/k/v read the residual stream itself; the
+  // attention block's norm comes after its residual add (layer_decode/layer_prefill).
+  bool preNorm = c.layerNormBefore;
   std::string x = f.arg("x", rowType(H));
-  std::string lnW = f.arg("layer:" + names.ln1 + ".weight", vecType(H, wt));
-  std::string lnB = normBias ? f.arg("layer:" + names.ln1 + ".bias", vecType(H, wt)) : "";
+  std::string lnW = preNorm ? f.arg("layer:" + names.ln1 + ".weight", vecType(H, wt)) : "";
+  std::string lnB =
+      preNorm && normBias ? f.arg("layer:" + names.ln1 + ".bias", vecType(H, wt)) : "";
   std::string proj[3], bias[3];
   const std::string *projNames[3] = {&names.q, &names.k, &names.v};
   int64_t dims[3] = {QD, KD, KD};
@@ -98,8 +121,11 @@ std::string buildLayerPre(const ModelConfig &c, const std::string &wt,
   std::string pos = f.arg("positions", "memref<?xi32>");
   std::string out[3] = {f.arg("q", rowType(QD)), f.arg("k", rowType(KD)), f.arg("v", rowType(KD))};
   std::string n = dimOf(f, x, rowType(H), 0);
-  std::string h = f.alloc(rowType(H), n);
-  emitNorm(f, c, x, n, lnW, normBias ? &lnB : nullptr, h);
+  std::string h = x;
+  if (preNorm) {
+    h = f.alloc(rowType(H), n);
+    emitNorm(f, c, x, n, lnW, normBias ? &lnB : nullptr, h);
+  }
   for (int i = 0; i < 3; ++i)
     emitMatmul(f, h, H, proj[i], dims[i], c.qkvBias ? &bias[i] : nullptr, out[i], n);
   if (c.rope) {
@@ -114,30 +140,21 @@ std::string splitAttr(bool prefill) {
   return prefill ? "" : ", split = #hg.split<[cpu, gpu], point = runtime, merge = lse, dense>";
 }
 
-/// layer_decode_<kv> / layer_prefill_<kv>: attention, o-proj + residual, norm, MLP + residual.
-std::string buildLayerPost(const ModelConfig &c, const std::string &wt, const std::string &kv,
-                           bool prefill, const ModelCompileOptions &opts,
-                           std::vector<std::string> &argNames) {
-  FunctionWriter f(std::string(prefill ? "layer_prefill_" : "layer_decode_") + kv, wt);
+/// The MLP block on the residual stream |x| [n, hidden], its weights declared as arguments of
+/// |f|. Pre-LN: x += mlp(norm2(x)). Post-LN (OPT's do_layer_norm_before false):
+/// h = norm1(x), then x = norm2(h + mlp(h)), as in HF's OPTDecoderLayer. |scratch| is an
+/// [n, hidden] buffer the block may overwrite (empty: it allocates one).
+void emitMlpBlock(FunctionWriter &f, const ModelConfig &c, const std::string &x,
+                  const std::string &n, std::string scratch = "") {
   LayerNames names = layerNames(c);
-  int64_t H = c.hidden, QD = c.qDim(), D = c.headDim;
-  bool opt = c.family == Family::kOpt;
-  std::string qh = std::to_string(c.qHeads), d = std::to_string(D);
-  std::string poolT = "memref<?x" + std::to_string(c.kvHeads) + "x" +
-                      std::to_string(opts.blockSize) + "x" + d + "x" + kv + ">";
-  std::string x = f.arg("x", rowType(H));
-  // Prefill has no split (one device) and so no segment: it needs neither q rows nor the layer.
-  std::string q = prefill ? "" : f.arg("q", rowType(QD));
-  std::string kp = f.arg("k_pool", poolT), vp = f.arg("v_pool", poolT);
-  std::string bt = f.arg("block_table", "memref<?x?xi32>");
-  std::string lens = f.arg("seq_lens", "memref<?xi32>");
-  std::string layer = prefill ? "" : f.arg("layer", "memref<1xi64>");
-  std::string wo = f.arg("layer:" + names.o + ".weight", matType(H, QD, wt));
-  std::string bo = c.denseBias ? f.arg("layer:" + names.o + ".bias", vecType(H, wt)) : "";
-  bool normBias = c.norm == NormKind::kLayer;
+  const std::string &wt = f.weightType();
+  int64_t H = c.hidden, I = c.intermediate;
+  bool normBias = c.norm == NormKind::kLayer, postNorm = !c.layerNormBefore;
+  std::string ln1W = postNorm ? f.arg("layer:" + names.ln1 + ".weight", vecType(H, wt)) : "";
+  std::string ln1B =
+      postNorm && normBias ? f.arg("layer:" + names.ln1 + ".bias", vecType(H, wt)) : "";
   std::string ln2W = f.arg("layer:" + names.ln2 + ".weight", vecType(H, wt));
   std::string ln2B = normBias ? f.arg("layer:" + names.ln2 + ".bias", vecType(H, wt)) : "";
-  int64_t I = c.intermediate;
   std::string gate, up, down, fc1, fc1b, fc2, fc2b;
   if (c.gatedMlp) {
     gate = f.arg("layer:" + names.gate + ".weight", matType(I, H, wt));
@@ -151,6 +168,63 @@ std::string buildLayerPost(const ModelConfig &c, const std::string &wt, const st
     if (c.denseBias)
       fc2b = f.arg("layer:" + names.fc2 + ".bias", vecType(H, wt));
   }
+  std::ostringstream &b = f.body();
+  std::string h = f.alloc(rowType(H), n);
+  std::string tmp = scratch.empty() ? f.alloc(rowType(H), n) : scratch;
+  if (postNorm)
+    emitNorm(f, c, x, n, ln1W, normBias ? &ln1B : nullptr, h);
+  else
+    emitNorm(f, c, x, n, ln2W, normBias ? &ln2B : nullptr, h);
+  std::string mid = f.alloc(rowType(I), n);
+  if (c.gatedMlp) {
+    std::string g = f.alloc(rowType(I), n);
+    emitMatmul(f, h, H, gate, I, nullptr, g, n);
+    emitMatmul(f, h, H, up, I, nullptr, mid, n);
+    // mid = silu(g) * up
+    b << "    linalg.generic {indexing_maps = [" << kRowMaps2 << ", " << kRowMaps2
+      << "], iterator_types = [\"parallel\", \"parallel\"]} ins(" << g << " : " << rowType(I)
+      << ") outs(" << mid << " : " << rowType(I) << ") {\n    ^bb0(%g: f32, %u: f32):\n"
+      << "      %one = arith.constant 1.0 : f32\n      %ng = arith.negf %g : f32\n"
+      << "      %e = math.exp %ng : f32\n      %den = arith.addf %one, %e : f32\n"
+      << "      %sg = arith.divf %g, %den : f32\n      %r = arith.mulf %sg, %u : f32\n"
+      << "      linalg.yield %r : f32\n    }\n";
+    emitMatmul(f, mid, I, down, H, nullptr, tmp, n);
+  } else {
+    emitMatmul(f, h, H, fc1, I, c.denseBias ? &fc1b : nullptr, mid, n);
+    b << "    linalg.generic {indexing_maps = [" << kRowMaps2
+      << "], iterator_types = [\"parallel\", \"parallel\"]} outs(" << mid << " : " << rowType(I)
+      << ") {\n    ^bb0(%m: f32):\n      %z = arith.constant 0.0 : f32\n"
+      << "      %r = arith.maximumf %m, %z : f32\n      linalg.yield %r : f32\n    }\n";
+    emitMatmul(f, mid, I, fc2, H, c.denseBias ? &fc2b : nullptr, tmp, n);
+  }
+  if (postNorm) {
+    emitResidual(f, h, tmp, H);
+    emitNorm(f, c, h, n, ln2W, normBias ? &ln2B : nullptr, x);
+  } else {
+    emitResidual(f, x, tmp, H);
+  }
+}
+
+/// layer_decode_<kv> / layer_prefill_<kv>: attention, o-proj + residual, then (pre-LN) the MLP
+/// block.
+std::string buildLayerPost(const ModelConfig &c, const std::string &wt, const std::string &kv,
+                           bool prefill, const ModelCompileOptions &opts,
+                           std::vector<std::string> &argNames) {
+  FunctionWriter f(std::string(prefill ? "layer_prefill_" : "layer_decode_") + kv, wt);
+  LayerNames names = layerNames(c);
+  int64_t H = c.hidden, QD = c.qDim(), D = c.headDim;
+  std::string qh = std::to_string(c.qHeads), d = std::to_string(D);
+  std::string poolT = "memref<?x" + std::to_string(c.kvHeads) + "x" +
+                      std::to_string(opts.blockSize) + "x" + d + "x" + kv + ">";
+  std::string x = f.arg("x", rowType(H));
+  // Prefill has no split (one device) and so no segment: it needs neither q rows nor the layer.
+  std::string q = prefill ? "" : f.arg("q", rowType(QD));
+  std::string kp = f.arg("k_pool", poolT), vp = f.arg("v_pool", poolT);
+  std::string bt = f.arg("block_table", "memref<?x?xi32>");
+  std::string lens = f.arg("seq_lens", "memref<?xi32>");
+  std::string layer = prefill ? "" : f.arg("layer", "memref<1xi64>");
+  std::string wo = f.arg("layer:" + names.o + ".weight", matType(H, QD, wt));
+  std::string bo = c.denseBias ? f.arg("layer:" + names.o + ".bias", vecType(H, wt)) : "";
   std::ostringstream &b = f.body();
   std::string n = dimOf(f, x, rowType(H), 0);
   std::string scale = floatLiteral(double(1.0f / std::sqrt(float(D))));
@@ -201,54 +275,58 @@ std::string buildLayerPost(const ModelConfig &c, const std::string &wt, const st
   std::string tmp = f.alloc(rowType(H), n);
   emitMatmul(f, attFlat, QD, wo, H, c.denseBias ? &bo : nullptr, tmp, n);
   emitResidual(f, x, tmp, H);
-  std::string h = f.alloc(rowType(H), n);
-  emitNorm(f, c, x, n, ln2W, normBias ? &ln2B : nullptr, h);
-  std::string mid = f.alloc(rowType(I), n);
-  if (c.gatedMlp) {
-    std::string g = f.alloc(rowType(I), n);
-    emitMatmul(f, h, H, gate, I, nullptr, g, n);
-    emitMatmul(f, h, H, up, I, nullptr, mid, n);
-    // mid = silu(g) * up
-    b << "    linalg.generic {indexing_maps = [" << kRowMaps2 << ", " << kRowMaps2
-      << "], iterator_types = [\"parallel\", \"parallel\"]} ins(" << g << " : " << rowType(I)
-      << ") outs(" << mid << " : " << rowType(I) << ") {\n    ^bb0(%g: f32, %u: f32):\n"
-      << "      %one = arith.constant 1.0 : f32\n      %ng = arith.negf %g : f32\n"
-      << "      %e = math.exp %ng : f32\n      %den = arith.addf %one, %e : f32\n"
-      << "      %sg = arith.divf %g, %den : f32\n      %r = arith.mulf %sg, %u : f32\n"
-      << "      linalg.yield %r : f32\n    }\n";
-    emitMatmul(f, mid, I, down, H, nullptr, tmp, n);
-  } else {
-    emitMatmul(f, h, H, fc1, I, c.denseBias ? &fc1b : nullptr, mid, n);
-    b << "    linalg.generic {indexing_maps = [" << kRowMaps2
-      << "], iterator_types = [\"parallel\", \"parallel\"]} outs(" << mid << " : " << rowType(I)
-      << ") {\n    ^bb0(%m: f32):\n      %z = arith.constant 0.0 : f32\n"
-      << "      %r = arith.maximumf %m, %z : f32\n      linalg.yield %r : f32\n    }\n";
-    emitMatmul(f, mid, I, fc2, H, c.denseBias ? &fc2b : nullptr, tmp, n);
-  }
-  emitResidual(f, x, tmp, H);
-  (void)opt;
+  // Post-LN layers run their MLP block as layer_mlp: with the attention block's norm after
+  // its residual, one function would take more memrefs than compiled functions may (16).
+  if (c.layerNormBefore)
+    emitMlpBlock(f, c, x, n, tmp);
   argNames = f.argNames();
   return f.finish();
 }
 
+/// layer_mlp (post-LN architectures only): the MLP block of one layer, after layer_decode/
+/// layer_prefill has added the attention output to the residual stream.
+std::string buildLayerMlp(const ModelConfig &c, const std::string &wt,
+                          std::vector<std::string> &argNames) {
+  FunctionWriter f("layer_mlp", wt);
+  std::string x = f.arg("x", rowType(c.hidden));
+  std::string n = dimOf(f, x, rowType(c.hidden), 0);
+  emitMlpBlock(f, c, x, n);
+  argNames = f.argNames();
+  return f.finish();
+}
+
+/// The final norm (when the architecture has one), OPT's project_out, and the head.
 std::string buildFinal(const ModelConfig &c, const std::string &wt,
                        std::vector<std::string> &argNames) {
   FunctionWriter f("final", wt);
-  int64_t H = c.hidden;
-  bool opt = c.family == Family::kOpt;
+  int64_t H = c.hidden, E = c.embedDim;
+  bool opt = c.family == Family::kOpt, proj = c.projectsEmbeddings();
   std::string normName = opt ? "model.decoder.final_layer_norm" : "model.norm";
   std::string x = f.arg("x", rowType(H));
-  std::string w = f.arg("tensor:" + normName + ".weight", vecType(H, wt));
-  std::string nb = c.norm == NormKind::kLayer ? f.arg("tensor:" + normName + ".bias", vecType(H, wt))
-                                              : "";
+  std::string w, nb, projOut;
+  if (c.finalNorm) {
+    w = f.arg("tensor:" + normName + ".weight", vecType(H, wt));
+    if (c.norm == NormKind::kLayer)
+      nb = f.arg("tensor:" + normName + ".bias", vecType(H, wt));
+  }
+  if (proj)
+    projOut = f.arg("tensor:model.decoder.project_out.weight", matType(E, H, wt));
   std::string head = f.arg(c.tiedEmbeddings ? "tensor:" + prefix(c) + "embed_tokens.weight"
                                             : std::string("tensor:lm_head.weight"),
-                           matType(c.vocab, H, wt));
+                           matType(c.vocab, E, wt));
   std::string logits = f.arg("logits", rowType(c.vocab));
   std::string n = dimOf(f, x, rowType(H), 0);
-  std::string h = f.alloc(rowType(H), n);
-  emitNorm(f, c, x, n, w, nb.empty() ? nullptr : &nb, h);
-  emitMatmul(f, h, H, head, c.vocab, nullptr, logits, n);
+  std::string src = x;
+  if (c.finalNorm) {
+    src = f.alloc(rowType(H), n);
+    emitNorm(f, c, x, n, w, nb.empty() ? nullptr : &nb, src);
+  }
+  if (proj) {
+    std::string narrowed = f.alloc(rowType(E), n);
+    emitMatmul(f, src, H, projOut, E, nullptr, narrowed, n);
+    src = narrowed;
+  }
+  emitMatmul(f, src, E, head, c.vocab, nullptr, logits, n);
   argNames = f.argNames();
   return f.finish();
 }
@@ -277,14 +355,8 @@ ModelModule buildModelModule(const ModelConfig &c, const ModelCompileOptions &op
     os << "]>\n";
   }
   std::vector<std::string> names;
-  // embed's names are collected by hand: buildEmbed is small enough to keep self-contained.
-  os << buildEmbed(c, wt);
-  m.functionArguments["embed"] = {"ids", "tensor:" + prefix(c) + "embed_tokens.weight"};
-  if (c.family == Family::kOpt) {
-    m.functionArguments["embed"].push_back("positions");
-    m.functionArguments["embed"].push_back("tensor:model.decoder.embed_positions.weight");
-  }
-  m.functionArguments["embed"].push_back("x");
+  os << buildEmbed(c, wt, names);
+  m.functionArguments["embed"] = names;
   os << buildLayerPre(c, wt, names);
   m.functionArguments["layer_pre"] = names;
   for (const std::string &kv : opts.kvDtypes) {
@@ -294,6 +366,10 @@ ModelModule buildModelModule(const ModelConfig &c, const ModelCompileOptions &op
       os << buildLayerPost(c, wt, kv, true, opts, names);
       m.functionArguments["layer_prefill_" + kv] = names;
     }
+  }
+  if (!c.layerNormBefore) {
+    os << buildLayerMlp(c, wt, names);
+    m.functionArguments["layer_mlp"] = names;
   }
   os << buildFinal(c, wt, names);
   m.functionArguments["final"] = names;

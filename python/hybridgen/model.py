@@ -126,3 +126,8 @@ class Model:
     def trace_csv(self) -> str:
         """The scheduler's trace: one row per layer (segment) and decode step."""
         return self._runner.trace_csv()
+
+    def weight_bytes_per_step(self) -> int:
+        """Bytes of weights one decode step reads (every layer's, OPT's project_in, the final
+        norm, project_out and head; of the embedding only the gathered rows, not counted)."""
+        return int(self._runner.weight_bytes_per_step())

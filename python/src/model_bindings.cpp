@@ -142,7 +142,8 @@ void bindModels(nb::module_ &m) {
           nb::arg("ids"))
       .def("sequence_lengths", [](RunnerHandle &h) { return h.runner->sequenceLengths(); })
       .def("stats", [](RunnerHandle &h) { return statsDict(h.runner->stats()); })
-      .def("trace_csv", [](RunnerHandle &h) { return h.runner->traceCsv(); });
+      .def("trace_csv", [](RunnerHandle &h) { return h.runner->traceCsv(); })
+      .def("weight_bytes_per_step", [](RunnerHandle &h) { return h.runner->weightBytesPerStep(); });
 }
 
 } // namespace hybridgen::python

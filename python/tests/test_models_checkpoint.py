@@ -142,3 +142,27 @@ def test_wrong_shape(tmp_path):
     assert load_file(str(tmp_path / "model.safetensors"))["model.norm.weight"].shape == (1, 64)
     with pytest.raises(ModelError, match="elements"):
         wrong_shape(tmp_path, name, [3, 3])
+
+
+def test_post_ln_opt_with_projections_has_hf_tensor_names(tmp_path):
+    # facebook/opt-350m's layout: project_in [hidden, proj] and project_out [proj, hidden] without
+    # biases, a proj-wide embedding (and tied head), both LayerNorms in every layer, and no decoder
+    # final_layer_norm (HF's OPTDecoder builds it only when do_layer_norm_before is true).
+    cfg = tiny_config("opt", do_layer_norm_before=False, word_embed_proj_dim=32)
+    write_random_checkpoint(tmp_path, cfg)
+    header, _ = _header(tmp_path / "model.safetensors")
+    shapes = {k: v["shape"] for k, v in header.items() if k != "__metadata__"}
+    assert shapes["model.decoder.project_in.weight"] == [64, 32]
+    assert shapes["model.decoder.project_out.weight"] == [32, 64]
+    assert shapes["model.decoder.embed_tokens.weight"] == [256, 32]
+    assert shapes["model.decoder.embed_positions.weight"] == [130, 64]
+    assert not any(k.startswith("model.decoder.project_") and k.endswith(".bias") for k in shapes)
+    assert not any(k.startswith("model.decoder.final_layer_norm") for k in shapes)
+    for i in range(cfg["num_hidden_layers"]):
+        for ln in ("self_attn_layer_norm", "final_layer_norm"):
+            assert shapes[f"model.decoder.layers.{i}.{ln}.weight"] == [64]
+            assert shapes[f"model.decoder.layers.{i}.{ln}.bias"] == [64]
+    # Pre-LN without project_in/out has neither projection but the final norm.
+    pre = weight_shapes(tiny_config("opt"))
+    assert "model.decoder.final_layer_norm.weight" in pre
+    assert not any("project_" in k for k in pre)

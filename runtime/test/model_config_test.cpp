@@ -124,10 +124,43 @@ TEST(ModelConfig, ErrorsNameTheField) {
   expectError(badKv, "'num_key_value_heads' must divide");
   expectError(R"({"architectures": ["OPTForCausalLM"], "hidden_size": 64, "ffn_dim": 128,
     "num_hidden_layers": 2, "num_attention_heads": 4, "vocab_size": 256,
-    "word_embed_proj_dim": 32})", "'word_embed_proj_dim'");
+    "word_embed_proj_dim": 0})", "'word_embed_proj_dim' must be positive");
   expectError(R"({"architectures": ["OPTForCausalLM"], "hidden_size": 64, "ffn_dim": 128,
     "num_hidden_layers": 2, "num_attention_heads": 4, "vocab_size": 256,
-    "do_layer_norm_before": false})", "'do_layer_norm_before'");
+    "layer_norm_elementwise_affine": false})", "'layer_norm_elementwise_affine'");
+}
+
+const char *kOpt = R"({"architectures": ["OPTForCausalLM"], "hidden_size": 64, "ffn_dim": 128,
+  "num_hidden_layers": 2, "num_attention_heads": 4, "vocab_size": 256 %s})";
+
+Result<ModelConfig> opt(const std::string &extra) {
+  std::string s = kOpt;
+  return parseModelConfig(s.replace(s.find("%s"), 2, extra));
+}
+
+TEST(ModelConfig, OptNormPlacementFinalNormAndProjections) {
+  // Pre-LN (opt-125m and most sizes): a final LayerNorm, embeddings as wide as the hidden state.
+  Result<ModelConfig> pre = opt("");
+  ASSERT_TRUE(pre.isOk()) << pre.status().message();
+  EXPECT_TRUE(pre->layerNormBefore && pre->finalNorm);
+  EXPECT_EQ(pre->embedDim, 64);
+  EXPECT_FALSE(pre->projectsEmbeddings());
+  // opt-350m: post-LN (HF's OPTDecoder then has no final_layer_norm) and 32-wide embeddings.
+  Result<ModelConfig> post = opt(R"(, "do_layer_norm_before": false, "word_embed_proj_dim": 32)");
+  ASSERT_TRUE(post.isOk()) << post.status().message();
+  EXPECT_FALSE(post->layerNormBefore || post->finalNorm);
+  EXPECT_EQ(post->embedDim, 32);
+  EXPECT_TRUE(post->projectsEmbeddings());
+  // Checkpoints fine-tuned before transformers 4.20.1: pre-LN without the final norm.
+  Result<ModelConfig> removed = opt(R"(, "_remove_final_layer_norm": true)");
+  ASSERT_TRUE(removed.isOk()) << removed.status().message();
+  EXPECT_TRUE(removed->layerNormBefore);
+  EXPECT_FALSE(removed->finalNorm);
+  // The Llama family embeds at hidden_size.
+  Result<ModelConfig> l = parseModelConfig(llama());
+  ASSERT_TRUE(l.isOk()) << l.status().message();
+  EXPECT_EQ(l->embedDim, 64);
+  EXPECT_TRUE(l->finalNorm);
 }
 
 } // namespace

@@ -1,7 +1,7 @@
 //===- ModelRun.cpp - hybridgen-run's model mode: prefill, then greedy decode, streaming ids -===//
 //
 //   hybridgen-run <artifact or model dir> (--prompt-ids 1,2,3 | --context N) --max-new-tokens N
-//       [--policy feedback|static:S|cpu] [--batch B] [--threads T] [--kv-dtype f32|bf16]
+//       [--policy feedback|static:S|cpu] [--batch B] [--threads T] [--kv-dtype f32|bf16|f16]
 //       [--prefill-chunk N] [--gpu-tokens N] [--trace out.csv]
 //
 // A model dir (config.json + safetensors) is compiled first (hybridgen-compile's model mode). The
@@ -42,7 +42,7 @@ int usage(const char *why) {
   std::fprintf(stderr,
                "usage: hybridgen-run <artifact or model dir> (--prompt-ids 1,2,3 | --context N) "
                "[--max-new-tokens N] [--policy feedback|static:S|cpu] [--batch B] [--threads T] "
-               "[--kv-dtype f32|bf16] [--weight-dtype auto|f32|bf16|f16] [--prefill-chunk N] "
+               "[--kv-dtype f32|bf16|f16] [--weight-dtype auto|f32|bf16|f16] [--prefill-chunk N] "
                "[--gpu-tokens N] [--artifact-dir DIR] [--trace out.csv]\n");
   if (why)
     std::fprintf(stderr, "hybridgen-run: %s\n", why);
@@ -176,6 +176,11 @@ int runModelMode(int argc, char **argv) {
                              "(config.json)").c_str());
     hybridgen::models::ModelCompileOptions copts;
     copts.weightDtype = o.weightDtype;
+    // The default KV dtypes, plus the one asked for (f16) so that it is compiled in.
+    const std::string &kv = o.runner.kvDtype;
+    if (!kv.empty() &&
+        std::find(copts.kvDtypes.begin(), copts.kvDtypes.end(), kv) == copts.kvDtypes.end())
+      copts.kvDtypes.push_back(kv);
     try {
       bool compiled = false;
       auto start = std::chrono::steady_clock::now();

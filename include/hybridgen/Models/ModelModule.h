@@ -4,13 +4,15 @@
 // memref arguments, so a 32-layer model compiles as fast as a 1-layer one. The runtime owns every
 // KV write (the pool decides the tier), so a layer is two calls around the pool append:
 //
-//   embed(ids, table, [positions, position_table], out)                   token rows -> x
+//   embed(ids, table, [positions, position_table], [project_in], out)      token rows -> x
 //   layer_pre(x, weights..., positions, q, k, v)          norm, projections, biases, RoPE
 //   [the runner writes k, v of the new tokens into the pool]
 //   layer_decode_<kv>(x, q, k_pool, v_pool, table, lens, layer, weights...)   x updated in place:
 //       attention in `hg.segment dynamic(layer)` with a runtime #hg.split, o-proj, residual, MLP
 //   layer_prefill_<kv>(...)   the same over a chunk of T tokens per sequence (hg.prefill_attention)
-//   final(x, norm weights..., lm_head, logits)
+//   layer_mlp(x, weights...)  post-LN models only (OPT's do_layer_norm_before false): their MLP
+//       block with both norms, which layer_decode/layer_prefill then leave out
+//   final(x, [norm weights...], [project_out], lm_head, logits)
 //
 // Every function's arguments are listed by name in the artifact's metadata (functionArguments), so
 // the runner builds its calls from data instead of repeating this file's order.

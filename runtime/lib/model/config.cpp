@@ -182,19 +182,17 @@ Result<ModelConfig> parseJson(const json &root, const std::string &source) {
     std::string act = f.string("activation_function", "relu");
     if (f.ok() && act != "relu")
       f.fail("activation_function", "'" + act + "' is not supported (relu)");
-    int64_t proj = f.integer("word_embed_proj_dim", c.hidden);
-    if (f.ok() && proj != c.hidden)
-      f.fail("word_embed_proj_dim", "must equal hidden_size (" + std::to_string(c.hidden) +
-                                         "): project_in/project_out are not supported");
-    if (f.ok() && !c.layerNormBefore)
-      f.fail("do_layer_norm_before", "false (post-norm OPT, e.g. opt-350m) is not supported");
-    if (f.ok() && f.boolean("_remove_final_layer_norm", false))
-      f.fail("_remove_final_layer_norm", "true is not supported");
+    c.embedDim = f.positive("word_embed_proj_dim", c.hidden);
+    c.finalNorm = c.layerNormBefore && !f.boolean("_remove_final_layer_norm", false);
+    if (f.ok() && !f.boolean("layer_norm_elementwise_affine", true))
+      f.fail("layer_norm_elementwise_affine",
+             "false (LayerNorms without weights) is not supported");
     if (f.ok() && c.hidden % c.qHeads != 0)
       f.fail("hidden_size", "must be a multiple of num_attention_heads");
     c.headDim = c.hidden / c.qHeads;
   } else {
     c.family = Family::kLlama;
+    c.embedDim = c.hidden;
     c.intermediate = f.positive("intermediate_size");
     c.kvHeads = f.positive("num_key_value_heads", c.qHeads);
     c.normEps = f.number("rms_norm_eps", 1e-6);

@@ -117,7 +117,9 @@ Status runStep(ModelRunner::Impl &m, const int32_t *ids, int64_t T, bool decode,
   m.q.resize(size_t(n * c.qDim()));
   m.k.resize(size_t(n * c.kvDim()));
   m.v.resize(size_t(n * c.kvDim()));
-  ElemType poolType = m.kvDtype == "f32" ? ElemType::f32 : ElemType::bf16;
+  ElemType poolType = m.kvDtype == "f32"    ? ElemType::f32
+                      : m.kvDtype == "f16" ? ElemType::f16
+                                           : ElemType::bf16;
   std::vector<int64_t> poolShape = {pool.numBlocks(), c.kvHeads, m.blockSize, c.headDim};
   std::map<std::string, Arg> buf = {
       {"ids", {const_cast<int32_t *>(ids), ElemType::i32, {n}, {}}},
@@ -158,9 +160,10 @@ Status runStep(ModelRunner::Impl &m, const int32_t *ids, int64_t T, bool decode,
         } else {
           size_t count = size_t(T) * rowElems;
           m.kvStage16.resize(2 * count);
+          uint16_t (*narrow)(float) = poolType == ElemType::f16 ? f32ToF16 : f32ToBf16;
           for (size_t i = 0; i < count; ++i) {
-            m.kvStage16[i] = f32ToBf16(kp[i]);
-            m.kvStage16[count + i] = f32ToBf16(vp[i]);
+            m.kvStage16[i] = narrow(kp[i]);
+            m.kvStage16[count + i] = narrow(vp[i]);
           }
           w = pool.writeTokens(m.sequences[size_t(b)], l, starts[size_t(b)], T,
                                m.kvStage16.data(), m.kvStage16.data() + count);
@@ -172,6 +175,8 @@ Status runStep(ModelRunner::Impl &m, const int32_t *ids, int64_t T, bool decode,
       buf["v_pool"] = {pool.vBase(l), poolType, poolShape, {}};
       m.layerId[0] = l;
       m.library->call(post.name, buildArgs(post, l, buf));
+      if (!m.layerMlp.name.empty())
+        m.library->call(m.layerMlp.name, buildArgs(m.layerMlp, l, buf));
     }
     if (decode) {
       Result<int64_t> migrated = m.scheduler->endStep();
@@ -325,8 +330,9 @@ Status ModelRunner::fillSyntheticKv(int64_t tokens, uint64_t seed) {
             reinterpret_cast<float *>(k.data())[i] = a;
             reinterpret_cast<float *>(v.data())[i] = b;
           } else {
-            reinterpret_cast<uint16_t *>(k.data())[i] = f32ToBf16(a);
-            reinterpret_cast<uint16_t *>(v.data())[i] = f32ToBf16(b);
+            uint16_t (*narrow)(float) = L.dtype == DType::kF16 ? f32ToF16 : f32ToBf16;
+            reinterpret_cast<uint16_t *>(k.data())[i] = narrow(a);
+            reinterpret_cast<uint16_t *>(v.data())[i] = narrow(b);
           }
         }
         Status w = pool.writeTokens(s, l, *pos, n, k.data(), v.data());
@@ -341,10 +347,12 @@ Status ModelRunner::fillSyntheticKv(int64_t tokens, uint64_t seed) {
 uint64_t ModelRunner::weightBytesPerStep() const {
   const Impl &m = *impl_;
   std::map<const void *, uint64_t> seen;
-  auto add = [&](const BoundFunction &fn) {
+  // |only|: count just that argument (embed reads its tables' few rows but all of project_in).
+  auto add = [&](const BoundFunction &fn, const std::string &only = "") {
     for (const auto &layer : fn.weights)
-      for (const Arg &a : layer) {
-        if (!a.data)
+      for (size_t i = 0; i < layer.size(); ++i) {
+        const Arg &a = layer[i];
+        if (!a.data || (!only.empty() && fn.args[i] != only))
           continue;
         uint64_t n = a.type == ElemType::f32 ? 4 : 2;
         for (int64_t d : a.shape)
@@ -352,8 +360,10 @@ uint64_t ModelRunner::weightBytesPerStep() const {
         seen[a.data] = n;
       }
   };
+  add(m.embed, "tensor:model.decoder.project_in.weight");
   add(m.layerPre);
   add(m.layerDecode);
+  add(m.layerMlp);
   add(m.final);
   uint64_t total = 0;
   for (const auto &entry : seen)

@@ -37,6 +37,9 @@ struct ModelRunner::Impl {
   /// Converted or realigned weights (when the checkpoint's dtype or alignment differs).
   std::vector<std::unique_ptr<std::vector<uint8_t>>> ownedWeights;
   BoundFunction embed, layerPre, layerDecode, layerPrefill, final;
+  /// Post-LN models (OPT's do_layer_norm_before false) run each layer's MLP block as its own
+  /// function after layer_decode/layer_prefill; empty name otherwise.
+  BoundFunction layerMlp;
 
   std::unique_ptr<KvPool> pool;
   std::shared_ptr<SchedulerContext> scheduler;

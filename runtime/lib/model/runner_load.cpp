@@ -28,8 +28,8 @@ Result<DType> poolDType(const std::string &name) {
   if (name == "bf16")
     return DType::kBF16;
   if (name == "f16")
-    return invalidArgument("kv dtype f16 is not supported by the model runner yet (f32, bf16)");
-  return invalidArgument("kv dtype must be f32 or bf16, got '" + name + "'");
+    return DType::kF16;
+  return invalidArgument("kv dtype must be f32, bf16 or f16, got '" + name + "'");
 }
 
 bool sameDType(TensorDType t, ElemType e) {
@@ -77,17 +77,18 @@ public:
         std::memcpy(buf->data(), f32->data(), buf->size());
         arg.data = buf->data();
         impl_.ownedWeights.push_back(std::move(buf));
-      } else if (type == ElemType::bf16) {
+      } else if (type == ElemType::bf16 || type == ElemType::f16) {
+        // Narrowing (f32 -> 16 bits, or between the two 16-bit types) rounds to nearest even.
         auto buf = std::make_unique<std::vector<uint8_t>>(f32->size() * 2);
         auto *dst = reinterpret_cast<uint16_t *>(buf->data());
         for (size_t i = 0; i < f32->size(); ++i)
-          dst[i] = f32ToBf16((*f32)[i]);
+          dst[i] = type == ElemType::bf16 ? f32ToBf16((*f32)[i]) : f32ToF16((*f32)[i]);
         arg.data = buf->data();
         impl_.ownedWeights.push_back(std::move(buf));
       } else {
         return invalidArgument(t.file + ": tensor '" + name + "' is " + t.dtypeName +
-                               ", but the artifact was compiled for f16 weights; recompile with "
-                               "--weight-dtype matching the checkpoint");
+                               ", but the artifact's weight argument is " +
+                               memref_call::elemTypeName(type));
       }
     }
     cache_[name] = arg;
@@ -228,6 +229,11 @@ Result<std::unique_ptr<ModelRunner>> ModelRunner::open(const std::string &artifa
   }
   if (impl->hasPrefill) {
     Status s = binder.bind(fns, "layer_prefill_" + impl->kvDtype, impl->layerPrefill);
+    if (!s)
+      return s;
+  }
+  if (!c.layerNormBefore) {
+    Status s = binder.bind(fns, "layer_mlp", impl->layerMlp);
     if (!s)
       return s;
   }

@@ -1,6 +1,7 @@
 // Checkpoint tensors to f32 for callers that compute in f32 (F32 copied, F16 and BF16 widened).
 #include "hybridgen/runtime/safetensors.h"
 
+#include <cmath>
 #include <cstring>
 
 namespace hybridgen::rt {
@@ -26,6 +27,30 @@ float f16ToF32(uint16_t h) {
   float f;
   std::memcpy(&f, &bits, 4);
   return f;
+}
+
+uint16_t f32ToF16(float f) {
+  uint32_t u;
+  std::memcpy(&u, &f, 4);
+  uint16_t sign = uint16_t((u >> 16) & 0x8000u);
+  uint32_t magnitude = u & 0x7fffffffu;
+  if (magnitude > 0x7f800000u) // NaN: keep the top payload bits, force it quiet
+    return uint16_t(sign | 0x7e00u | ((magnitude >> 13) & 0x3ffu));
+  if (magnitude >= 0x477ff000u) // >= 65520, halfway past 65504: rounds (to even) to infinity
+    return uint16_t(sign | 0x7c00u);
+  if (magnitude < 0x38800000u) {
+    // Below 2^-14 the result is subnormal (or rounds up to the smallest normal, 0x0400): in
+    // units of 2^-24 it is the integer nearest |f| * 2^24, scaled exactly and rounded by the
+    // default (to nearest even) mode.
+    float a;
+    std::memcpy(&a, &magnitude, 4);
+    return uint16_t(sign | uint16_t(std::nearbyint(a * 16777216.0f)));
+  }
+  // Normal: rebias the exponent (127 -> 15) and round 23 mantissa bits to 10; a carry out of the
+  // mantissa correctly bumps the exponent.
+  uint32_t r = magnitude - (112u << 23);
+  r += 0xfffu + ((r >> 13) & 1u);
+  return uint16_t(sign | uint16_t(r >> 13));
 }
 
 namespace {

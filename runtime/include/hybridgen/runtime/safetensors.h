@@ -81,5 +81,8 @@ Result<std::vector<float>> tensorToF32(const TensorInfo &t);
 
 /// IEEE binary16 -> f32 (exact; subnormals, infinities and NaN kept).
 float f16ToF32(uint16_t h);
+/// f32 -> IEEE binary16, rounded to nearest even (as a hardware conversion does): subnormal
+/// results kept, magnitudes from 65520 up become infinity, NaN stays a (quiet) NaN.
+uint16_t f32ToF16(float f);
 
 } // namespace hybridgen::rt

@@ -36,7 +36,14 @@ struct ModelConfig {
   bool qkvBias = false;     // Qwen2, OPT
   bool denseBias = false;   // OPT: o-proj and MLP biases too (and LayerNorm biases)
   bool tiedEmbeddings = false;
-  bool layerNormBefore = true; // OPT's do_layer_norm_before
+  bool layerNormBefore = true; // OPT's do_layer_norm_before (false: post-LN, as opt-350m)
+  /// The decoder's norm before the head: the Llama family always; OPT only when pre-LN and not
+  /// _remove_final_layer_norm (HF's OPTDecoder builds none otherwise).
+  bool finalNorm = true;
+  /// Width of the token embedding and the head's input: hidden_size, except OPT's
+  /// word_embed_proj_dim, which adds project_in [hidden, dim] after the embedding and
+  /// project_out [dim, hidden] before the head (no biases).
+  int64_t embedDim = 0;
   int64_t positionOffset = 0;  // OPT's learned positions start at row 2
   bool rope = true;            // Llama family; OPT has learned positions
   std::optional<int64_t> slidingWindow; // Mistral
@@ -47,6 +54,7 @@ struct ModelConfig {
 
   int64_t qDim() const { return qHeads * headDim; }
   int64_t kvDim() const { return kvHeads * headDim; }
+  bool projectsEmbeddings() const { return embedDim != hidden; }
 };
 
 /// Parses the text of a config.json. An unsupported architecture or option, a missing or

@@ -87,8 +87,8 @@ public:
   /// without running the model, so decode can be timed at long contexts without a long prefill.
   /// Whatever decode then produces is not text.
   Status fillSyntheticKv(int64_t tokens, uint64_t seed = 1);
-  /// Bytes of weights one decode step reads (every layer's and the final ones; the embedding
-  /// gather's few rows not counted unless the table is also the tied lm_head).
+  /// Bytes of weights one decode step reads (every layer's, OPT's project_in and the final ones;
+  /// the embedding gather's few rows not counted unless the table is also the tied lm_head).
   uint64_t weightBytesPerStep() const;
   /// Bytes of K and V one decode step reads at the current lengths (every sequence and layer).
   uint64_t kvBytesPerStep() const;
