@@ -4,7 +4,8 @@
 // code generator: the input guard, parse, verify, the driver's type and signature checks, the hg
 // CPU pipeline (the variant - JIT or AOT flavour, all devices or cpu only, AMX, chunk size -
 // chosen by a hash of the input, so every variant is reached and each input replays the same
-// way) and translation to LLVM IR. It runs on libFuzzer's thread (8 MiB; the input guard bounds
+// way) or, for one input in eight, the hybrid CPU+GPU pipeline down to PTX, and translation to
+// LLVM IR. It runs on libFuzzer's thread (8 MiB; the input guard bounds
 // nesting) rather than the driver's 64 MiB one, which would cost a thread per execution. A
 // CompileError is the expected answer to bad input; any other exception, a crash, an ASan
 // report, a hang or a runaway allocation is a finding.
@@ -46,6 +47,13 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   bool aot = (h >> 3) & 1;
   static const int64_t kChunks[] = {0, 16, 48, 4096};
   options.chunkTokens = kChunks[(h >> 4) & 3];
+  // One input in eight takes the hybrid pipeline instead (GPU partials to NVVM kernels and the
+  // host launch code, issue 15), emitting PTX: ptxas would be an external process per input.
+  if (((h >> 6) & 7) == 0) {
+    options.gpuKernels = true;
+    options.gpuFormat = "isa";
+    options.gpuChip = (h >> 9) & 1 ? "sm_90" : "sm_80";
+  }
   options.sourceName = "fuzz.mlir";
   try {
     driver::detail::LoweredModule lowered = driver::detail::parseAndLower(text, options, aot, /*ownStack=*/false);
