@@ -6,7 +6,7 @@
 //   clang-22 -O2 -march=native bench/cpu_attention/memory/access_pattern.c -o /tmp/access_pattern
 //   /tmp/access_pattern FMAS CHUNK_BYTES [options]     e.g. /tmp/access_pattern 4 8192 tile=1
 //
-// FMAS: 512-bit FMAs per 64-byte line (0: one add). CHUNK_BYTES: bytes of K, then of V, in turn.
+// FMAS: 512-bit FMAs per 64-byte line on up to 8 independent accumulators (0: one add). CHUNK_BYTES: bytes of K, then of V, in turn.
 // Options (key=value): mib=64 (size of each array), dist=<bytes> (V's start minus K's; default
 // the array size), tile=1 (read V in 4 column passes of 16 rows x 128 bytes, as the kernel's
 // column-tiled V accumulation does, instead of line by line), pf=<bytes> and loc=0..3 (a software
@@ -40,40 +40,54 @@ static void prefetch(const char *p, int loc) {
   }
 }
 
-// Offset of the i-th line read in a chunk: in order, or (V with tile) in the kernel's column
-// passes over 16 rows of 512 bytes: pass t reads lines 2t, 2t+1 of each row.
-static size_t lineOffset(const Pattern *p, int isV, size_t i) {
-  if (!isV || !p->tile)
-    return i * 64;
-  size_t perPass = 32, t = i / perPass % 4, rem = i % perPass, block = i / 128;
-  return block * 8192 + ((rem / 2) * 8 + 2 * t + rem % 2) * 64;
+// The order in which the lines of one 8 KiB piece are read: in order, or (V with tile) in the
+// kernel's column passes over 16 rows of 512 bytes (pass t reads lines 2t, 2t+1 of each row).
+// Precomputed, so every pattern costs the same instructions per line (compare the rates with
+// mib=1, where the arrays sit in cache: they must agree for the DRAM rates to mean anything).
+static unsigned kOrder[2][128];
+
+static void makeOrders(void) {
+  for (unsigned i = 0; i < 128; ++i) {
+    unsigned t = i / 32, rem = i % 32;
+    kOrder[0][i] = i * 64;
+    kOrder[1][i] = ((rem / 2) * 8 + 2 * t + rem % 2) * 64;
+  }
 }
 
+// FMAS multiply-adds per line on up to 8 independent accumulators (kept in registers: named, not
+// an indexed array, which compilers leave in memory).
+#define STEP(i, a)                                                                                 \
+  if (f + i < p->fmas)                                                                             \
+    a = _mm512_fmadd_ps(x, q, a);
 __attribute__((noinline)) static float run(const char *k, const char *v, size_t n, const Pattern *p) {
-  __m512 acc[8];
-  for (int i = 0; i < 8; ++i)
-    acc[i] = _mm512_setzero_ps();
+  __m512 a0 = _mm512_setzero_ps(), a1 = a0, a2 = a0, a3 = a0, a4 = a0, a5 = a0, a6 = a0, a7 = a0;
   const __m512 q = _mm512_set1_ps(1.0001f);
   for (size_t c = 0; c < n; c += p->chunk)
     for (int isV = 0; isV < 2; ++isV) {
       const char *base = isV ? v : k;
-      for (int pass = 0; pass <= p->passes; ++pass)
-        for (size_t i = 0; i < p->chunk / 64; ++i) {
-          size_t o = c + lineOffset(p, isV, i);
-          if (pass == 0 && p->pf && o + p->pf < n)
-            prefetch(base + o + p->pf, p->loc);
-          if (pass == 0 && !isV && p->touch)
-            prefetch(v + o, 2);
-          __m512 x = _mm512_load_ps((const float *)(base + o));
-          if (!p->fmas)
-            acc[0] = _mm512_add_ps(acc[0], x);
-          for (int f = 0; f < p->fmas; ++f)
-            acc[f & 7] = _mm512_fmadd_ps(x, q, acc[f & 7]);
-        }
+      const unsigned *order = kOrder[isV && p->tile];
+      for (int pass = 0; pass <= p->passes; ++pass) {
+        const int pf = pass == 0 && p->pf, touch = pass == 0 && !isV && p->touch;
+        for (size_t piece = 0; piece < p->chunk; piece += 8192)
+          for (size_t i = 0; i < 128 && piece + i * 64 < p->chunk; ++i) {
+            size_t o = c + piece + (p->chunk >= 8192 ? order[i] : i * 64);
+            if (pf && o + p->pf < n)
+              prefetch(base + o + p->pf, p->loc);
+            if (touch)
+              prefetch(v + o, 2);
+            __m512 x = _mm512_load_ps((const float *)(base + o));
+            if (!p->fmas)
+              a0 = _mm512_add_ps(a0, x);
+            for (int f = 0; f < p->fmas; f += 8) {
+              STEP(0, a0) STEP(1, a1) STEP(2, a2) STEP(3, a3) STEP(4, a4) STEP(5, a5) STEP(6, a6)
+              STEP(7, a7)
+            }
+          }
+      }
     }
-  for (int i = 1; i < 8; ++i)
-    acc[0] = _mm512_add_ps(acc[0], acc[i]);
-  return _mm512_reduce_add_ps(acc[0]);
+  a0 = _mm512_add_ps(_mm512_add_ps(_mm512_add_ps(a0, a1), _mm512_add_ps(a2, a3)),
+                     _mm512_add_ps(_mm512_add_ps(a4, a5), _mm512_add_ps(a6, a7)));
+  return _mm512_reduce_add_ps(a0);
 }
 
 static long option(int argc, char **argv, const char *key, long fallback) {
@@ -92,6 +106,7 @@ int main(int argc, char **argv) {
   Pattern p = {atoi(argv[1]), (int)option(argc, argv, "tile", 0), (int)option(argc, argv, "touch", 0),
                (int)option(argc, argv, "passes", 0), (int)option(argc, argv, "loc", 3),
                (size_t)atol(argv[2]), (size_t)option(argc, argv, "pf", 0)};
+  makeOrders();
   size_t n = (size_t)option(argc, argv, "mib", 64) << 20;
   size_t dist = (size_t)option(argc, argv, "dist", (long)n);
   if (p.chunk < 8192 && p.tile) {
