@@ -80,12 +80,12 @@ static int parse_dtype(const char *name, enum ggml_type *type) {
 // Fills |t| (any of f32/f16/bf16) with small finite values: one random 64K-element tile copied
 // over the tensor (values do not change the speed; gigabytes of random numbers would take
 // longer than the measurement).
-static void fill(struct ggml_tensor *t, unsigned seed) {
+static void fill(struct ggml_tensor *t, unsigned seed, float amplitude) {
   enum { TILE = 65536 };
   static float tile[TILE];
   srand(seed);
   for (int i = 0; i < TILE; ++i)
-    tile[i] = 0.1f * ((float)rand() / (float)RAND_MAX - 0.5f);
+    tile[i] = amplitude * ((float)rand() / (float)RAND_MAX - 0.5f);
   size_t elt = ggml_type_size(t->type);
   unsigned char converted[TILE * 4];
   if (t->type == GGML_TYPE_F32)
@@ -98,6 +98,60 @@ static void fill(struct ggml_tensor *t, unsigned seed) {
   unsigned char *dst = (unsigned char *)t->data;
   for (size_t off = 0; off < total; off += step)
     memcpy(dst + off, converted, total - off < step ? total - off : step);
+}
+
+// Before anything is timed: ggml's result on a small case (several sequences, a context that is
+// no multiple of any tile) equals a double-precision attention over the same stored K/V, with
+// values large enough that the softmax is far from uniform. Guards the shapes and GQA mapping
+// this program hands ggml: a wrong layout would otherwise be timed as if it were attention.
+static int check_against_reference(enum ggml_type type, const char *dtype_name) {
+  enum { CONTEXT = 300, BATCH = 2, GROUP = Q_HEADS / KV_HEADS };
+  struct ggml_init_params params = {.mem_size = 64 << 20, .mem_buffer = NULL, .no_alloc = false};
+  struct ggml_context *ctx = ggml_init(params);
+  struct ggml_tensor *q = ggml_new_tensor_4d(ctx, GGML_TYPE_F32, HEAD_DIM, 1, Q_HEADS, BATCH);
+  struct ggml_tensor *k = ggml_new_tensor_4d(ctx, type, HEAD_DIM, CONTEXT, KV_HEADS, BATCH);
+  struct ggml_tensor *v = ggml_new_tensor_4d(ctx, type, HEAD_DIM, CONTEXT, KV_HEADS, BATCH);
+  fill(q, 4, 4.0f);
+  fill(k, 5, 2.0f);
+  fill(v, 6, 2.0f);
+  double scale = 1.0 / sqrt((double)HEAD_DIM);
+  struct ggml_tensor *out = ggml_flash_attn_ext(ctx, q, k, v, NULL, (float)scale, 0.0f, 0.0f);
+  struct ggml_cgraph *graph = ggml_new_graph(ctx);
+  ggml_build_forward_expand(graph, out);
+  int ok = ggml_graph_compute_with_ctx(ctx, graph, 1) == GGML_STATUS_SUCCESS;
+  double worst = 0.0;
+  static double scores[CONTEXT];
+  for (int b = 0; ok && b < BATCH; ++b)
+    for (int h = 0; h < Q_HEADS; ++h) {
+      int kvh = h / GROUP;
+      double top = -INFINITY, sum = 0.0;
+      for (int t = 0; t < CONTEXT; ++t) {
+        double dot = 0.0;
+        for (int d = 0; d < HEAD_DIM; ++d)
+          dot += (double)ggml_get_f32_nd(q, d, 0, h, b) * ggml_get_f32_nd(k, d, t, kvh, b);
+        scores[t] = dot * scale;
+        top = scores[t] > top ? scores[t] : top;
+      }
+      for (int t = 0; t < CONTEXT; ++t)
+        sum += (scores[t] = exp(scores[t] - top));
+      for (int d = 0; d < HEAD_DIM; ++d) {
+        double ref = 0.0;
+        for (int t = 0; t < CONTEXT; ++t)
+          ref += scores[t] / sum * ggml_get_f32_nd(v, d, t, kvh, b);
+        // ggml's result is [d, n_head, n_tokens, seqs].
+        double err = fabs(ref - ggml_get_f32_nd(out, d, h, 0, b));
+        worst = err > worst ? err : worst;
+      }
+    }
+  // q is rounded to the K type for the dot products: 16-bit KV allows a 16-bit-sized error.
+  double tolerance = type == GGML_TYPE_F32 ? 1e-4 : 2e-2;
+  if (!ok || !(worst <= tolerance)) {
+    fprintf(stderr, "ggml_flash_attn: %s result differs from the reference by %g (> %g)\n",
+            dtype_name, worst, tolerance);
+    ok = 0;
+  }
+  ggml_free(ctx);
+  return ok;
 }
 
 // Times |graph| at |threads|; prints the CSV row. Returns 0 on failure (printed).
@@ -168,9 +222,9 @@ static int run_case(long context, long batch, const char *dtype_name, enum ggml_
   struct ggml_tensor *q = ggml_new_tensor_4d(ctx, GGML_TYPE_F32, HEAD_DIM, 1, Q_HEADS, batch);
   struct ggml_tensor *k = ggml_new_tensor_4d(ctx, type, HEAD_DIM, context, KV_HEADS, batch);
   struct ggml_tensor *v = ggml_new_tensor_4d(ctx, type, HEAD_DIM, context, KV_HEADS, batch);
-  fill(q, 1);
-  fill(k, 2);
-  fill(v, 3);
+  fill(q, 1, 0.1f);
+  fill(k, 2, 0.1f);
+  fill(v, 3, 0.1f);
   struct ggml_tensor *out =
       ggml_flash_attn_ext(ctx, q, k, v, NULL, 1.0f / sqrtf((float)HEAD_DIM), 0.0f, 0.0f);
   struct ggml_cgraph *graph = ggml_new_graph(ctx);
@@ -233,6 +287,12 @@ int main(int argc, char **argv) {
   }
 
   ggml_cpu_init();
+  for (int d = 0; d < dtypes.count; ++d) {
+    enum ggml_type type;
+    parse_dtype(dtypes.names[d], &type);
+    if (!check_against_reference(type, dtypes.names[d]))
+      return 1;
+  }
   printf("context,batch,dtype,threads,kv_bytes,seconds,gbps\n");
   int failures = 0;
   for (int d = 0; d < dtypes.count; ++d) {

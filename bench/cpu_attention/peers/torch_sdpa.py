@@ -46,6 +46,26 @@ def best_seconds(fn, min_seconds):
     return best
 
 
+def check_folded(torch, F, dtype, name):
+    """Before anything is timed: the folded SDPA equals a float64 attention written out with the
+    kv heads repeated per query head (an independent formulation) on a small case."""
+    gen = torch.Generator().manual_seed(1)
+    group, ctx, batch = Q_HEADS // KV_HEADS, 300, 2
+    q = ((torch.rand((batch, KV_HEADS, group, HEAD_DIM), generator=gen) - 0.5) * 4).to(dtype)
+    k = ((torch.rand((batch, KV_HEADS, ctx, HEAD_DIM), generator=gen) - 0.5) * 2).to(dtype)
+    v = ((torch.rand((batch, KV_HEADS, ctx, HEAD_DIM), generator=gen) - 0.5) * 2).to(dtype)
+    got = F.scaled_dot_product_attention(q, k, v).reshape(batch, Q_HEADS, HEAD_DIM).double()
+    q64 = q.double().reshape(batch, Q_HEADS, 1, HEAD_DIM)
+    k64 = k.double().repeat_interleave(group, dim=1)
+    v64 = v.double().repeat_interleave(group, dim=1)
+    p = torch.softmax(q64 @ k64.transpose(-1, -2) / math.sqrt(HEAD_DIM), dim=-1)
+    want = (p @ v64).reshape(batch, Q_HEADS, HEAD_DIM)
+    err = (got - want).abs().max().item()
+    tolerance = 1e-4 if dtype == torch.float32 else 2e-2
+    if not err <= tolerance:
+        raise SystemExit(f"torch_sdpa: {name} result differs from the reference by {err:g}")
+
+
 def main():
     opts = parse(sys.argv[1:])
     import torch
@@ -63,6 +83,12 @@ def main():
         if name not in dtypes:
             raise SystemExit(f"torch_sdpa: unsupported KV dtype {name} (f32, f16, bf16)")
         dtype = dtypes[name]
+        try:
+            check_folded(torch, F, dtype, name)
+        except RuntimeError as e:  # e.g. a dtype without a CPU kernel
+            print(f"torch_sdpa: {name} not run on this CPU: {str(e).splitlines()[0]}",
+                  file=sys.stderr)
+            continue
         elt = torch.tensor([], dtype=dtype).element_size()
         for ctx in contexts:
             for batch in batches:
