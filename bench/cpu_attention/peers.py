@@ -60,14 +60,15 @@ def key(row):
     return (row["dtype"], int(row["context"]), int(row["batch"]), int(row["threads"]))
 
 
-def available_peers():
+def available_peers(peers_dir=PEERS_DIR):
+    """The peer commands that are installed; prints one line for each one that is not."""
     peers = {}
-    ggml = PEERS_DIR / "bin" / "ggml_flash_attn"
+    ggml = peers_dir / "bin" / "ggml_flash_attn"
     if os.access(ggml, os.X_OK):
         peers["ggml"] = [ggml]
     else:
         print(f"peers: ggml skipped ({ggml} missing; `bash scripts/peers.sh ggml` builds it)")
-    torch_py = PEERS_DIR / "torch-venv" / "bin" / "python"
+    torch_py = peers_dir / "torch-venv" / "bin" / "python"
     if os.access(torch_py, os.X_OK) and subprocess.run(
             [torch_py, "-c", "import torch"], capture_output=True).returncode == 0:
         peers["torch"] = [torch_py, HERE / "peers" / "torch_sdpa.py"]
@@ -75,6 +76,32 @@ def available_peers():
         print(f"peers: torch skipped (no importable torch in {torch_py.parent.parent}; "
               "`bash scripts/peers.sh torch` installs it)")
     return peers
+
+
+def summarize(results, meta):
+    """One row per case hybridgen ran: medians over rounds of each GB/s and of each ratio to the
+    roof of its own round, and hybridgen / peer as the ratio of the GB/s medians.
+    |results|: {name: {(dtype, context, batch, threads): [(gbps, roof_gbps of that round), ...]}}.
+    """
+    def median_of(name, case, ratio):
+        vals = results.get(name, {}).get(case)
+        if not vals:
+            return None
+        return statistics.median(g / roof if ratio else g for g, roof in vals)
+
+    rows = []
+    for case in sorted(results["hybridgen"]):
+        dtype, ctx, batch, threads = case
+        row = {**meta, "dtype": dtype, "context": ctx, "batch": batch, "threads": threads,
+               "roof_gbps": statistics.median(roof for _, roof in results["hybridgen"][case])}
+        for name in ("hybridgen", "ggml", "torch"):
+            row[f"{name}_gbps"] = median_of(name, case, False)
+            row[f"{name}_roof"] = median_of(name, case, True)
+        for name in ("ggml", "torch"):
+            peer = row[f"{name}_gbps"]
+            row[f"hybridgen_over_{name}"] = row["hybridgen_gbps"] / peer if peer else None
+        rows.append(row)
+    return rows
 
 
 def fmt(x, digits=3):
@@ -121,28 +148,11 @@ def main():
                         results[name].setdefault(key(r), []).append(
                             (float(r["gbps"]), roofs[key(r)]))
 
-    def median_of(name, case, ratio):
-        vals = results.get(name, {}).get(case)
-        if not vals:
-            return None
-        return statistics.median(g / roof if ratio else g for g, roof in vals)
-
     model, flags = cpu_identity()
     date = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
-    rows = []
-    for case in sorted(results["hybridgen"]):
-        dtype, ctx, batch, threads = case
-        row = {"date": date, "cpu_model": model, "cpu_flags": flags, "rounds": args.rounds,
-               "target_features": args.target_features or "host", "dtype": dtype,
-               "context": ctx, "batch": batch, "threads": threads,
-               "roof_gbps": statistics.median(roof for _, roof in results["hybridgen"][case])}
-        for name in ("hybridgen", "ggml", "torch"):
-            row[f"{name}_gbps"] = median_of(name, case, False)
-            row[f"{name}_roof"] = median_of(name, case, True)
-        for name in ("ggml", "torch"):
-            peer = row[f"{name}_gbps"]
-            row[f"hybridgen_over_{name}"] = row["hybridgen_gbps"] / peer if peer else None
-        rows.append(row)
+    rows = summarize(results, {"date": date, "cpu_model": model, "cpu_flags": flags,
+                               "rounds": args.rounds,
+                               "target_features": args.target_features or "host"})
 
     fields = ["date", "cpu_model", "cpu_flags", "rounds", "target_features", "dtype", "context",
               "batch", "threads", "roof_gbps", "hybridgen_gbps", "hybridgen_roof", "ggml_gbps",

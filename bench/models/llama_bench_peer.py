@@ -33,6 +33,31 @@ def llama_bench(exe, args):
     return json.loads(proc.stdout)
 
 
+def join(decode, prefill, hybrid, kv_bytes_per_token):
+    """llama-bench's JSON tests (decode at depth, prefill) next to hybridgen's batch-1 rows of the
+    same (phase, context or prompt, threads); |hybrid| maps that key to its models.csv row."""
+    rows = []
+    for t in decode:
+        ctx, threads = int(t["n_depth"]), int(t["n_threads"])
+        rows.append({"phase": "decode", "context": ctx, "threads": threads,
+                     "llama_tokens_per_s": t["avg_ts"],
+                     "llama_bytes_per_token": int(t["model_size"]) + kv_bytes_per_token * ctx,
+                     "type": t.get("model_type", "")})
+    for t in prefill:
+        rows.append({"phase": "prefill", "context": int(t["n_prompt"]),
+                     "threads": int(t["n_threads"]), "llama_tokens_per_s": t["avg_ts"],
+                     "llama_bytes_per_token": None, "type": t.get("model_type", "")})
+    for r in rows:
+        h = hybrid.get((r["phase"], r["context"], r["threads"]))
+        r["hybridgen_tokens_per_s"] = float(h["tokens_per_s"]) if h else None
+        r["hybridgen_bytes_per_token"] = (float(h["bytes_per_step"])
+                                          if h and h.get("bytes_per_step") else None)
+        r["hybridgen_over_llama"] = (r["hybridgen_tokens_per_s"] / r["llama_tokens_per_s"]
+                                     if h else None)
+
+    return rows
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     ap.add_argument("--llama-bench", required=True)
@@ -66,24 +91,7 @@ def main():
             if r["model"] == args.name and r["batch"] == "1":
                 hybrid[(r["phase"], int(r["context"]), int(r["threads"]))] = r
 
-    rows = []
-    for t in decode:
-        ctx, threads = int(t["n_depth"]), int(t["n_threads"])
-        rows.append({"phase": "decode", "context": ctx, "threads": threads,
-                     "llama_tokens_per_s": t["avg_ts"],
-                     "llama_bytes_per_token": int(t["model_size"]) + kv_bytes_per_token * ctx,
-                     "type": t.get("model_type", "")})
-    for t in prefill:
-        rows.append({"phase": "prefill", "context": int(t["n_prompt"]),
-                     "threads": int(t["n_threads"]), "llama_tokens_per_s": t["avg_ts"],
-                     "llama_bytes_per_token": None, "type": t.get("model_type", "")})
-    for r in rows:
-        h = hybrid.get((r["phase"], r["context"], r["threads"]))
-        r["hybridgen_tokens_per_s"] = float(h["tokens_per_s"]) if h else None
-        r["hybridgen_bytes_per_token"] = (float(h["bytes_per_step"])
-                                          if h and h.get("bytes_per_step") else None)
-        r["hybridgen_over_llama"] = (r["hybridgen_tokens_per_s"] / r["llama_tokens_per_s"]
-                                     if h else None)
+    rows = join(decode, prefill, hybrid, kv_bytes_per_token)
 
     date = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     cpu = decode[0].get("cpu_info", "") if decode else ""

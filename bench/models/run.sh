@@ -4,6 +4,9 @@
 # stack with fewer layers and random weights; bf16 weights and KV. Prints the table, writes
 # bench/results/models.csv. Smallest case by default (SMALL=1); SMALL=0 for the full grid of
 # the issue (1K-64K context, batch 1 and 4, 1 and 2 threads, 512/4K prompts): long.
+# PEERS=1: afterwards llama.cpp's llama-bench on the same GGUF, threads, contexts and prompts
+# (built outside the tree by `bash scripts/peers.sh ggml`), printed next to hybridgen's numbers
+# and written to bench/results/models_peers.csv.
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 BUILD="${HYBRIDGEN_BUILD_DIR:-$ROOT/build}"
@@ -63,3 +66,16 @@ fi
 head -1 "${csvs[0]}" > "$ROOT/bench/results/models.csv"
 for c in "${csvs[@]}"; do tail -n +2 "$c" >> "$ROOT/bench/results/models.csv"; done
 echo "wrote bench/results/models.csv"
+
+if [ "${PEERS:-0}" = 1 ]; then
+  llama_bench="${HYBRIDGEN_PEERS_DIR:-$HOME/.cache/hybridgen-peers}/bin/llama-bench"
+  if [ -z "$gguf" ]; then
+    echo "bench/models: llama.cpp peer skipped (no SmolLM2 GGUF to run it on)"
+  elif [ ! -x "$llama_bench" ]; then
+    echo "bench/models: llama.cpp peer skipped ($llama_bench missing; bash scripts/peers.sh ggml builds it)"
+  else
+    "$PY" "$ROOT/bench/models/llama_bench_peer.py" --llama-bench="$llama_bench" --gguf="$gguf" \
+      --config="$WORK/smollm2/config.json" --hybridgen-csv="$ROOT/bench/results/models.csv" \
+      --out="$ROOT/bench/results/models_peers.csv" "${GRID[@]}"
+  fi
+fi
