@@ -59,9 +59,14 @@ build_ggml() {
   local inc="$src/ggml/include" lib="$build/bin"
   [ -f "$lib/libggml.so" ] || lib="$build/ggml/src"
   local out="$bin/ggml_flash_attn" prog="$ROOT/bench/cpu_attention/peers/ggml_flash_attn.c"
-  if [ ! -x "$out" ] || [ "$prog" -nt "$out" ]; then
+  # Rebuilt when the source or the ggml it links changed (a content stamp, not mtimes: a
+  # checkout can make the source look older than the binary).
+  local stamp
+  stamp="$(cat "$prog" "$lib/libggml-cpu.so" | sha256sum | cut -d' ' -f1)"
+  if [ ! -x "$out" ] || [ "$(cat "$out.stamp" 2>/dev/null)" != "$stamp" ]; then
     cc -O2 -std=gnu11 -Wall -Wextra -I"$inc" "$prog" -o "$out" \
       -L"$lib" -lggml -lggml-base -lggml-cpu -Wl,-rpath,"$lib" -lm
+    echo "$stamp" > "$out.stamp"
   fi
   ln -sf "$build/bin/llama-bench" "$bin/llama-bench"
   echo "peers: ggml ready ($out, $bin/llama-bench)"

@@ -11,8 +11,8 @@ calls this right after hybridgen_model_bench). llama-bench is built outside the 
 The models differ in what a token reads: the GGUF is Q4_1 (~4.5 bits per weight, llama.cpp runs
 it as stored) while hybridgen runs the imported bf16 weights. So both tokens/s and bytes read per
 decoded token are reported: llama.cpp's = its model tensors (llama-bench's model_size) + its KV
-cache of `context` tokens (-ctk/-ctv bf16, like hybridgen's); hybridgen's = bytes_per_step of its
-bench at batch 1. Decode runs at depth `context` (llama-bench -d), prefill from an empty cache.
+cache of `context` tokens; hybridgen's = bytes_per_step of its bench at batch 1. llama.cpp runs
+twice: with its default KV cache (f16) and with bf16 K/V like hybridgen's (-ctk/-ctv bf16 -fa on). Decode runs at depth `context` (llama-bench -d), prefill from an empty cache.
 """
 import argparse
 import csv
@@ -33,18 +33,19 @@ def llama_bench(exe, args):
     return json.loads(proc.stdout)
 
 
-def join(decode, prefill, hybrid, kv_bytes_per_token):
-    """llama-bench's JSON tests (decode at depth, prefill) next to hybridgen's batch-1 rows of the
-    same (phase, context or prompt, threads); |hybrid| maps that key to its models.csv row."""
+def join(decode, prefill, hybrid, kv_bytes_per_token, kv="bf16"):
+    """llama-bench's JSON tests (decode at depth, prefill; KV cache type |kv|) next to hybridgen's
+    batch-1 rows of the same (phase, context or prompt, threads); |hybrid| maps that key to its
+    models.csv row."""
     rows = []
     for t in decode:
         ctx, threads = int(t["n_depth"]), int(t["n_threads"])
-        rows.append({"phase": "decode", "context": ctx, "threads": threads,
+        rows.append({"phase": "decode", "context": ctx, "threads": threads, "kv": kv,
                      "llama_tokens_per_s": t["avg_ts"],
                      "llama_bytes_per_token": int(t["model_size"]) + kv_bytes_per_token * ctx,
                      "type": t.get("model_type", "")})
     for t in prefill:
-        rows.append({"phase": "prefill", "context": int(t["n_prompt"]),
+        rows.append({"phase": "prefill", "context": int(t["n_prompt"]), "kv": kv,
                      "threads": int(t["n_threads"]), "llama_tokens_per_s": t["avg_ts"],
                      "llama_bytes_per_token": None, "type": t.get("model_type", "")})
     for r in rows:
@@ -77,25 +78,27 @@ def main():
     heads = cfg["num_attention_heads"]
     head_dim = cfg.get("head_dim") or cfg["hidden_size"] // heads
     kv_bytes_per_token = (cfg["num_hidden_layers"] * 2 * cfg.get("num_key_value_heads", heads)
-                          * head_dim * 2)  # bf16 K and V
-    common = ["-m", args.gguf, "-t", args.threads, "-r", args.repetitions,
-              "-ctk", "bf16", "-ctv", "bf16", "-fa", "on"]
-    # Decode: at least 16 generated tokens per measurement (llama-bench times them as one run).
-    gen = str(max(16, int(args.steps)))
-    decode = llama_bench(args.llama_bench, [*common, "-p", "0", "-n", gen, "-d", args.contexts])
-    prefill = llama_bench(args.llama_bench, [*common, "-p", args.prefill, "-n", "0"])
-
+                          * head_dim * 2)  # 2-byte K and V (bf16 or f16)
     hybrid = {}
     with open(args.hybridgen_csv) as f:
         for r in csv.DictReader(line for line in f if not line.startswith("#")):
             if r["model"] == args.name and r["batch"] == "1":
                 hybrid[(r["phase"], int(r["context"]), int(r["threads"]))] = r
 
-    rows = join(decode, prefill, hybrid, kv_bytes_per_token)
+    # Decode: at least 16 generated tokens per measurement (llama-bench times them as one run).
+    gen = str(max(16, int(args.steps)))
+    rows = []
+    # llama.cpp's default KV cache (f16, flash attention on auto) and bf16 as hybridgen runs it
+    # (a non-f16 V cache needs flash attention on): both 2 bytes per element.
+    for kv, extra in (("f16", []), ("bf16", ["-ctk", "bf16", "-ctv", "bf16", "-fa", "on"])):
+        common = ["-m", args.gguf, "-t", args.threads, "-r", args.repetitions, *extra]
+        decode = llama_bench(args.llama_bench, [*common, "-p", "0", "-n", gen, "-d", args.contexts])
+        prefill = llama_bench(args.llama_bench, [*common, "-p", args.prefill, "-n", "0"])
+        rows += join(decode, prefill, hybrid, kv_bytes_per_token, kv)
 
     date = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     cpu = decode[0].get("cpu_info", "") if decode else ""
-    fields = ["date", "cpu_info", "phase", "context", "threads", "hybridgen_tokens_per_s",
+    fields = ["date", "cpu_info", "phase", "context", "threads", "llama_kv", "hybridgen_tokens_per_s",
               "hybridgen_bytes_per_token", "llama_tokens_per_s", "llama_bytes_per_token",
               "hybridgen_over_llama", "llama_model_type"]
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
@@ -103,7 +106,7 @@ def main():
         w = csv.writer(f)
         w.writerow(fields)
         for r in rows:
-            w.writerow([date, cpu, r["phase"], r["context"], r["threads"],
+            w.writerow([date, cpu, r["phase"], r["context"], r["threads"], r["kv"],
                         *("" if x is None else f"{x:.6g}" for x in (
                             r["hybridgen_tokens_per_s"], r["hybridgen_bytes_per_token"],
                             r["llama_tokens_per_s"], r["llama_bytes_per_token"],
@@ -113,14 +116,14 @@ def main():
         return "-" if x is None else f"{x / scale:.{digits}f}"
 
     print(f"\nSmolLM2-135M, batch 1, {cpu}, {date}: hybridgen bf16 weights + bf16 KV; "
-          f"llama.cpp the GGUF as stored ({rows[0]['type'] if rows else '?'}) + bf16 KV")
+          f"llama.cpp the GGUF as stored ({rows[0]['type'] if rows else '?'})")
     print("| phase | context / prompt | threads | hybridgen tok/s | hybridgen MB/token | "
-          "llama.cpp tok/s | llama.cpp MB/token | hybridgen / llama.cpp |")
-    print("|" + "---|" * 8)
+          "llama.cpp KV | llama.cpp tok/s | llama.cpp MB/token | hybridgen / llama.cpp |")
+    print("|" + "---|" * 9)
     for r in rows:
         print(f"| {r['phase']} | {r['context']} | {r['threads']} | "
               f"{show(r['hybridgen_tokens_per_s'])} | {show(r['hybridgen_bytes_per_token'], 1e6)} | "
-              f"{show(r['llama_tokens_per_s'])} | {show(r['llama_bytes_per_token'], 1e6)} | "
+              f"{r['kv']} | {show(r['llama_tokens_per_s'])} | {show(r['llama_bytes_per_token'], 1e6)} | "
               f"{show(r['hybridgen_over_llama'], digits=2)} |")
     print(f"wrote {args.out}")
 

@@ -110,7 +110,8 @@ def test_llama_bench_rows_join_hybridgens_with_bytes_per_token(llama):
     prefill = [{"n_prompt": 512, "n_threads": 1, "avg_ts": 900.0, "model_size": 90_000_000}]
     hybrid = {("decode", 1024, 1): {"tokens_per_s": "50", "bytes_per_step": "290000000"},
               ("prefill", 512, 1): {"tokens_per_s": "300", "bytes_per_step": ""}}
-    rows = llama.join(decode, prefill, hybrid, kv_bytes_per_token=1000)
+    rows = llama.join(decode, prefill, hybrid, kv_bytes_per_token=1000, kv="f16")
+    assert {r["kv"] for r in rows} == {"f16"}
     assert [(r["phase"], r["context"], r["threads"]) for r in rows] == [
         ("decode", 1024, 1), ("decode", 1024, 2), ("prefill", 512, 1)]
     d1, d2, p1 = rows
