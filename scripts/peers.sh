@@ -3,13 +3,16 @@
 # hybridgen against; nothing of their code enters the tree. Idempotent: a second run only checks
 # what is there (and rebuilds our own small peer program when its source changed).
 #
-#   bash scripts/peers.sh [ggml] [torch]      (both when no argument is given)
+#   bash scripts/peers.sh [ggml] [torch] [ggml-avx2]   (ggml and torch when no argument is given)
 #
 #   ggml:  llama.cpp (which vendors ggml), from the source distribution of PyPI's
 #          llama-cpp-python (pinned below; LLAMA_CPP_SRC=<a llama.cpp checkout> uses that instead),
 #          built with cmake (Release, GGML_NATIVE=ON, -j2): ggml's CPU backend and llama-bench.
 #          Then bench/cpu_attention/peers/ggml_flash_attn.c, our own program over ggml's public
 #          API, is compiled against it.
+#   ggml-avx2: the same ggml built for AVX2 + FMA + F16C only (no AVX-512), with the program as
+#          bin/ggml_flash_attn_avx2: the peer of hybridgen's AVX2 kernels on any x86 machine
+#          (peers.py --avx2). No llama-bench.
 #   torch: PyTorch in a separate venv (never the project's .venv: torch is no dependency of
 #          the project or its tests), from PyPI with the CUDA wheels it requires (some GB).
 #
@@ -27,6 +30,7 @@ want=("$@")
 [ ${#want[@]} -gt 0 ] || want=(ggml torch)
 
 build_ggml() {
+  local variant="${1:-native}" # native: GGML_NATIVE (this CPU); avx2: AVX2/FMA/F16C, no AVX-512
   local src="${LLAMA_CPP_SRC:-}"
   if [ -z "$src" ]; then
     src="$PEERS/llama.cpp-src"
@@ -45,20 +49,26 @@ build_ggml() {
       rm -rf "$tmp"
     fi
   fi
-  local build="$PEERS/llama.cpp-build"
+  local build="$PEERS/llama.cpp-build" isa=(-DGGML_NATIVE=ON) targets=(ggml ggml-cpu llama-bench)
+  local suffix=""
+  if [ "$variant" = avx2 ]; then
+    build="$PEERS/llama.cpp-build-avx2" suffix="_avx2" targets=(ggml ggml-cpu)
+    isa=(-DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON -DGGML_BMI2=ON
+         -DGGML_AVX512=OFF -DGGML_AVX_VNNI=OFF -DGGML_AMX_TILE=OFF -DGGML_AMX_INT8=OFF)
+  fi
   if [ ! -f "$build/CMakeCache.txt" ]; then
-    cmake -S "$src" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DGGML_NATIVE=ON \
+    cmake -S "$src" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release "${isa[@]}" \
       -DBUILD_SHARED_LIBS=ON -DLLAMA_CURL=OFF -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF \
       -DLLAMA_BUILD_SERVER=OFF -DGGML_CCACHE=OFF >/dev/null
   fi
   # Only what the benches run: ggml's CPU backend (for our flash-attention program) and
   # llama-bench (for bench/models/run.sh PEERS=1).
-  ninja -C "$build" -j"$JOBS" ggml ggml-cpu llama-bench
+  ninja -C "$build" -j"$JOBS" "${targets[@]}"
   local bin="$PEERS/bin"
   mkdir -p "$bin"
   local inc="$src/ggml/include" lib="$build/bin"
   [ -f "$lib/libggml.so" ] || lib="$build/ggml/src"
-  local out="$bin/ggml_flash_attn" prog="$ROOT/bench/cpu_attention/peers/ggml_flash_attn.c"
+  local out="$bin/ggml_flash_attn$suffix" prog="$ROOT/bench/cpu_attention/peers/ggml_flash_attn.c"
   # Rebuilt when the source or the ggml it links changed (a content stamp, not mtimes: a
   # checkout can make the source look older than the binary).
   local stamp
@@ -68,8 +78,12 @@ build_ggml() {
       -L"$lib" -lggml -lggml-base -lggml-cpu -Wl,-rpath,"$lib" -lm
     echo "$stamp" > "$out.stamp"
   fi
-  ln -sf "$build/bin/llama-bench" "$bin/llama-bench"
-  echo "peers: ggml ready ($out, $bin/llama-bench)"
+  if [ "$variant" = avx2 ]; then
+    echo "peers: ggml (AVX2) ready ($out)"
+  else
+    ln -sf "$build/bin/llama-bench" "$bin/llama-bench"
+    echo "peers: ggml ready ($out, $bin/llama-bench)"
+  fi
 }
 
 install_torch() {
@@ -89,8 +103,9 @@ install_torch() {
 
 for w in "${want[@]}"; do
   case "$w" in
-    ggml) build_ggml ;;
+    ggml) build_ggml native ;;
+    ggml-avx2) build_ggml avx2 ;;
     torch) install_torch ;;
-    *) echo "peers: unknown peer '$w' (ggml, torch)" >&2; exit 2 ;;
+    *) echo "peers: unknown peer '$w' (ggml, ggml-avx2, torch)" >&2; exit 2 ;;
   esac
 done

@@ -7,7 +7,7 @@ notice.
 
     .venv/bin/python bench/cpu_attention/peers.py [--quick] [--rounds 3]
         [--contexts 16384,65536] [--batches 1,8] [--dtypes f32,f16,bf16] [--threads 1,2]
-        [--target-features=+avx2,+fma,+f16c,-avx512f] [--out bench/results/cpu_attention_peers.csv]
+        [--target-cpu=x86-64-v3 --avx2-peers] [--target-features=...] [--out bench/results/cpu_attention_peers.csv]
 
 Each round runs, per KV dtype, hybridgen_cpu_attention_bench (which measures the read roof in
 alternating rounds in its own process on the same threads), then ggml, then torch, on the same
@@ -60,18 +60,25 @@ def key(row):
     return (row["dtype"], int(row["context"]), int(row["batch"]), int(row["threads"]))
 
 
-def available_peers(peers_dir=PEERS_DIR):
-    """The peer commands that are installed; prints one line for each one that is not."""
+def available_peers(peers_dir=PEERS_DIR, avx2=False):
+    """{name: (command, environment)} of the peers that are installed; prints one line for each
+    one that is not. |avx2|: the peers' AVX2 code (ggml built without AVX-512, torch's kernels
+    dispatched for AVX2), to stand beside hybridgen's AVX2 kernels on an AVX-512 machine."""
     peers = {}
-    ggml = peers_dir / "bin" / "ggml_flash_attn"
+    ggml = peers_dir / "bin" / ("ggml_flash_attn_avx2" if avx2 else "ggml_flash_attn")
     if os.access(ggml, os.X_OK):
-        peers["ggml"] = [ggml]
+        peers["ggml"] = ([ggml], None)
     else:
-        print(f"peers: ggml skipped ({ggml} missing; `bash scripts/peers.sh ggml` builds it)")
+        print(f"peers: ggml skipped ({ggml} missing; `bash scripts/peers.sh "
+              f"{'ggml-avx2' if avx2 else 'ggml'}` builds it)")
     torch_py = peers_dir / "torch-venv" / "bin" / "python"
     if os.access(torch_py, os.X_OK) and subprocess.run(
             [torch_py, "-c", "import torch"], capture_output=True).returncode == 0:
-        peers["torch"] = [torch_py, HERE / "peers" / "torch_sdpa.py"]
+        # ATen's own kernels (SDPA's flash kernel among them) dispatch on ATEN_CPU_CAPABILITY;
+        # the GEMMs it calls go through oneDNN and MKL, which have their own caps.
+        env = dict(os.environ, ATEN_CPU_CAPABILITY="avx2", ONEDNN_MAX_CPU_ISA="AVX2",
+                   MKL_ENABLE_INSTRUCTIONS="AVX2") if avx2 else None
+        peers["torch"] = ([torch_py, HERE / "peers" / "torch_sdpa.py"], env)
     else:
         print(f"peers: torch skipped (no importable torch in {torch_py.parent.parent}; "
               "`bash scripts/peers.sh torch` installs it)")
@@ -119,8 +126,14 @@ def main():
     ap.add_argument("--threads", default="1,2")
     ap.add_argument("--max-gib", default="4")
     ap.add_argument("--min-seconds", default="0.4")
+    ap.add_argument("--target-cpu", default="",
+                    help="hybridgen JIT target CPU, e.g. x86-64-v3 (the AVX2 kernels)")
     ap.add_argument("--target-features", default="",
                     help="hybridgen JIT target features, e.g. +avx2,+fma,+f16c,-avx512f")
+    ap.add_argument("--avx2-peers", action="store_true",
+                    help="the peers' AVX2 code (bash scripts/peers.sh ggml-avx2; torch with "
+                         "ATEN_CPU_CAPABILITY=avx2 and oneDNN/MKL capped at AVX2); with "
+                         "--target-cpu=x86-64-v3")
     ap.add_argument("--out", default=str(ROOT / "bench" / "results" / "cpu_attention_peers.csv"))
     args = ap.parse_args()
     if args.quick:
@@ -130,8 +143,10 @@ def main():
             f"--threads={args.threads}", f"--max-gib={args.max_gib}",
             f"--min-seconds={args.min_seconds}"]
     exe = Path(args.build_dir) / "bin" / "hybridgen_cpu_attention_bench"
-    hg_extra = [f"--target-features={args.target_features}"] if args.target_features else []
-    peers = available_peers()
+    hg_extra = ([f"--target-cpu={args.target_cpu}"] if args.target_cpu else []) + (
+        [f"--target-features={args.target_features}"] if args.target_features else [])
+    target = " ".join(x for x in (args.target_cpu, args.target_features) if x) or "host"
+    peers = available_peers(avx2=args.avx2_peers)
 
     # results[name][case] = list of (gbps, roof of that case in that round)
     results = {"hybridgen": {}, **{p: {} for p in peers}}
@@ -142,8 +157,8 @@ def main():
                 roofs[key(r)] = float(r["roof_gbps"])
                 results["hybridgen"].setdefault(key(r), []).append(
                     (float(r["gbps"]), roofs[key(r)]))
-            for name, cmd in peers.items():
-                for r in run_csv([*cmd, f"--dtypes={dtype}", *grid]):
+            for name, (cmd, env) in peers.items():
+                for r in run_csv([*cmd, f"--dtypes={dtype}", *grid], env=env):
                     if key(r) in roofs:  # a case hybridgen ran in this round
                         results[name].setdefault(key(r), []).append(
                             (float(r["gbps"]), roofs[key(r)]))
@@ -152,9 +167,10 @@ def main():
     date = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     rows = summarize(results, {"date": date, "cpu_model": model, "cpu_flags": flags,
                                "rounds": args.rounds,
-                               "target_features": args.target_features or "host"})
+                               "target": target,
+                               "peers_isa": "avx2" if args.avx2_peers else "host"})
 
-    fields = ["date", "cpu_model", "cpu_flags", "rounds", "target_features", "dtype", "context",
+    fields = ["date", "cpu_model", "cpu_flags", "rounds", "target", "peers_isa", "dtype", "context",
               "batch", "threads", "roof_gbps", "hybridgen_gbps", "hybridgen_roof", "ggml_gbps",
               "ggml_roof", "torch_gbps", "torch_roof", "hybridgen_over_ggml",
               "hybridgen_over_torch"]
@@ -167,7 +183,7 @@ def main():
                         for k, v in row.items()})
 
     print(f"\nCPU: {model}; ISA flags: {flags}; {date}; median of {args.rounds} round(s); "
-          f"hybridgen target: {args.target_features or 'host'}")
+          f"hybridgen target: {target}; peers: {'AVX2 code' if args.avx2_peers else 'host code'}")
     print("| KV | tokens | batch | threads | roof GB/s | hybridgen GB/s | hybridgen / roof | "
           "ggml flash-attn / roof | torch SDPA, q folded / roof | hybridgen / ggml | "
           "hybridgen / torch |")

@@ -56,8 +56,10 @@ def test_missing_peers_are_skipped_with_one_line_each(peers, tmp_path, capsys):
     assert peers.available_peers(tmp_path) == {}
     lines = capsys.readouterr().out.splitlines()
     assert len(lines) == 2
-    assert lines[0].startswith("peers: ggml skipped") and "scripts/peers.sh ggml" in lines[0]
+    assert lines[0].startswith("peers: ggml skipped") and "scripts/peers.sh ggml`" in lines[0]
     assert lines[1].startswith("peers: torch skipped") and "scripts/peers.sh torch" in lines[1]
+    assert peers.available_peers(tmp_path, avx2=True) == {}
+    assert "scripts/peers.sh ggml-avx2`" in capsys.readouterr().out
 
 
 def write_script(path, text):
