@@ -32,16 +32,22 @@ ISA_PREFIXES = ("avx", "fma", "f16c", "amx", "sse4", "bmi2")
 
 
 def cpu_identity():
-    model, flags = "unknown", []
+    """("model name (family F model M)", the ISA flags) of the first CPU in /proc/cpuinfo (a
+    guest's model name can be as vague as "AMD EPYC"; family and model say which generation)."""
+    fields, flags = {}, []
     try:
         for line in Path("/proc/cpuinfo").read_text().splitlines():
             key, _, value = line.partition(":")
-            if key.strip() == "model name" and model == "unknown":
-                model = value.strip()
-            elif key.strip() == "flags" and not flags:
+            key = key.strip()
+            if key in ("model name", "cpu family", "model") and key not in fields:
+                fields[key] = value.strip()
+            elif key == "flags" and not flags:
                 flags = [f for f in value.split() if f.startswith(ISA_PREFIXES)]
     except OSError:
         pass
+    model = fields.get("model name", "unknown")
+    if "cpu family" in fields and "model" in fields:
+        model += f" (family {fields['cpu family']} model {fields['model']})"
     return model, " ".join(flags)
 
 
