@@ -41,12 +41,13 @@ def join(decode, prefill, hybrid, kv_bytes_per_token, kv="bf16"):
     for t in decode:
         ctx, threads = int(t["n_depth"]), int(t["n_threads"])
         rows.append({"phase": "decode", "context": ctx, "threads": threads, "kv": kv,
-                     "llama_tokens_per_s": t["avg_ts"],
+                     "llama_tokens_per_s": t["avg_ts"], "llama_stddev": t.get("stddev_ts"),
                      "llama_bytes_per_token": int(t["model_size"]) + kv_bytes_per_token * ctx,
                      "type": t.get("model_type", "")})
     for t in prefill:
         rows.append({"phase": "prefill", "context": int(t["n_prompt"]), "kv": kv,
                      "threads": int(t["n_threads"]), "llama_tokens_per_s": t["avg_ts"],
+                     "llama_stddev": t.get("stddev_ts"),
                      "llama_bytes_per_token": None, "type": t.get("model_type", "")})
     for r in rows:
         h = hybrid.get((r["phase"], r["context"], r["threads"]))
@@ -99,7 +100,8 @@ def main():
     date = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     cpu = decode[0].get("cpu_info", "") if decode else ""
     fields = ["date", "cpu_info", "phase", "context", "threads", "llama_kv", "hybridgen_tokens_per_s",
-              "hybridgen_bytes_per_token", "llama_tokens_per_s", "llama_bytes_per_token",
+              "hybridgen_bytes_per_token", "llama_tokens_per_s", "llama_tokens_per_s_stddev",
+              "llama_bytes_per_token",
               "hybridgen_over_llama", "llama_model_type"]
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     with open(args.out, "w", newline="") as f:
@@ -109,7 +111,7 @@ def main():
             w.writerow([date, cpu, r["phase"], r["context"], r["threads"], r["kv"],
                         *("" if x is None else f"{x:.6g}" for x in (
                             r["hybridgen_tokens_per_s"], r["hybridgen_bytes_per_token"],
-                            r["llama_tokens_per_s"], r["llama_bytes_per_token"],
+                            r["llama_tokens_per_s"], r["llama_stddev"], r["llama_bytes_per_token"],
                             r["hybridgen_over_llama"])), r["type"]])
 
     def show(x, scale=1.0, digits=1):
@@ -123,7 +125,8 @@ def main():
     for r in rows:
         print(f"| {r['phase']} | {r['context']} | {r['threads']} | "
               f"{show(r['hybridgen_tokens_per_s'])} | {show(r['hybridgen_bytes_per_token'], 1e6)} | "
-              f"{r['kv']} | {show(r['llama_tokens_per_s'])} | {show(r['llama_bytes_per_token'], 1e6)} | "
+              f"{r['kv']} | {show(r['llama_tokens_per_s'])} ± {show(r['llama_stddev'])} | "
+              f"{show(r['llama_bytes_per_token'], 1e6)} | "
               f"{show(r['hybridgen_over_llama'], digits=2)} |")
     print(f"wrote {args.out}")
 
