@@ -6,7 +6,8 @@ bench/results/cpu_attention.csv.
     .venv/bin/python bench/cpu_attention/run.py [--build-dir build] [--quick] [--peers]
 
 --peers: afterwards bench/cpu_attention/peers.py (ggml flash-attn and torch SDPA against hybridgen,
-interleaved in one run; bench/results/cpu_attention_peers.csv).
+interleaved in one run), writing <out>_peers.csv beside --out (bench/results/cpu_attention_peers.csv
+by default).
 """
 import argparse
 import csv
@@ -175,9 +176,12 @@ def main():
                   f"mean {sum(long) / len(long):.3f} (target >= 0.8)")
     print(f"wrote {args.out}")
     if args.peers:
+        # Beside this run's CSV (so a --quick or --out run leaves the recorded peer table alone
+        # unless it writes there too).
+        peers_out = Path(args.out).with_name(Path(args.out).stem + "_peers.csv")
         subprocess.run([sys.executable, str(Path(__file__).with_name("peers.py")),
-                        f"--build-dir={args.build_dir}", *(["--quick"] if args.quick else [])],
-                       check=True)
+                        f"--build-dir={args.build_dir}", f"--out={peers_out}",
+                        *(["--quick"] if args.quick else [])], check=True)
 
 
 if __name__ == "__main__":

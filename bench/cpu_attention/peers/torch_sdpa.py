@@ -72,10 +72,15 @@ def main():
     import torch.nn.functional as F
 
     dtypes = {"f32": torch.float32, "f16": torch.float16, "bf16": torch.bfloat16}
-    contexts = [int(x) for x in opts["contexts"].split(",")]
-    batches = [int(x) for x in opts["batches"].split(",")]
-    threads = [int(x) for x in opts["threads"].split(",")]
-    max_gib, min_seconds = float(opts["max-gib"]), float(opts["min-seconds"])
+    try:
+        contexts = [int(x) for x in opts["contexts"].split(",")]
+        batches = [int(x) for x in opts["batches"].split(",")]
+        threads = [int(x) for x in opts["threads"].split(",")]
+        max_gib, min_seconds = float(opts["max-gib"]), float(opts["min-seconds"])
+    except ValueError as e:
+        raise SystemExit(f"torch_sdpa: bad number in the arguments ({e})")
+    if min(contexts + batches + threads) <= 0:
+        raise SystemExit("torch_sdpa: contexts, batches and threads must be positive")
     group = Q_HEADS // KV_HEADS
     print("context,batch,dtype,threads,kv_bytes,seconds,gbps", flush=True)
     gen = torch.Generator().manual_seed(0)
