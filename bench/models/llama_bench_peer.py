@@ -12,7 +12,8 @@ The models differ in what a token reads: the GGUF is Q4_1 (~4.5 bits per weight,
 it as stored) while hybridgen runs the imported bf16 weights. So both tokens/s and bytes read per
 decoded token are reported: llama.cpp's = its model tensors (llama-bench's model_size) + its KV
 cache of `context` tokens; hybridgen's = bytes_per_step of its bench at batch 1. llama.cpp runs
-twice: with its default KV cache (f16) and with bf16 K/V like hybridgen's (-ctk/-ctv bf16 -fa on). Decode runs at depth `context` (llama-bench -d), prefill from an empty cache.
+twice: with its default KV cache (f16) and with bf16 K/V like hybridgen's (-ctk/-ctv bf16 -fa on);
+with --gguf-bf16 also on a bf16 copy of the GGUF with bf16 K/V, byte for byte what hybridgen reads. Decode runs at depth `context` (llama-bench -d), prefill from an empty cache.
 """
 import argparse
 import csv
@@ -64,6 +65,8 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     ap.add_argument("--llama-bench", required=True)
     ap.add_argument("--gguf", required=True)
+    ap.add_argument("--gguf-bf16", help="a bf16 copy of it (bf16_gguf.py): the same bytes per "
+                                        "weight as hybridgen")
     ap.add_argument("--config", required=True, help="config.json of the imported model")
     ap.add_argument("--hybridgen-csv", required=True)
     ap.add_argument("--name", default="smollm2", help="hybridgen's model name in that CSV")
@@ -91,8 +94,12 @@ def main():
     rows = []
     # llama.cpp's default KV cache (f16, flash attention on auto) and bf16 as hybridgen runs it
     # (a non-f16 V cache needs flash attention on): both 2 bytes per element.
-    for kv, extra in (("f16", []), ("bf16", ["-ctk", "bf16", "-ctv", "bf16", "-fa", "on"])):
-        common = ["-m", args.gguf, "-t", args.threads, "-r", args.repetitions, *extra]
+    bf16_kv = ["-ctk", "bf16", "-ctv", "bf16", "-fa", "on"]
+    runs = [(args.gguf, "f16", []), (args.gguf, "bf16", bf16_kv)]
+    if args.gguf_bf16:  # bf16 weights and KV: what hybridgen runs, byte for byte
+        runs.append((args.gguf_bf16, "bf16", bf16_kv))
+    for gguf, kv, extra in runs:
+        common = ["-m", gguf, "-t", args.threads, "-r", args.repetitions, *extra]
         decode = llama_bench(args.llama_bench, [*common, "-p", "0", "-n", gen, "-d", args.contexts])
         prefill = llama_bench(args.llama_bench, [*common, "-p", args.prefill, "-n", "0"])
         rows += join(decode, prefill, hybrid, kv_bytes_per_token, kv)
@@ -117,15 +124,15 @@ def main():
     def show(x, scale=1.0, digits=1):
         return "-" if x is None else f"{x / scale:.{digits}f}"
 
-    print(f"\nSmolLM2-135M, batch 1, {cpu}, {date}: hybridgen bf16 weights + bf16 KV; "
-          f"llama.cpp the GGUF as stored ({rows[0]['type'] if rows else '?'})")
+    print(f"\nSmolLM2-135M, batch 1, {cpu}, {date}: hybridgen bf16 weights + bf16 KV")
     print("| phase | context / prompt | threads | hybridgen tok/s | hybridgen MB/token | "
-          "llama.cpp KV | llama.cpp tok/s | llama.cpp MB/token | hybridgen / llama.cpp |")
-    print("|" + "---|" * 9)
+          "llama.cpp model | llama.cpp KV | llama.cpp tok/s | llama.cpp MB/token | "
+          "hybridgen / llama.cpp |")
+    print("|" + "---|" * 10)
     for r in rows:
         print(f"| {r['phase']} | {r['context']} | {r['threads']} | "
               f"{show(r['hybridgen_tokens_per_s'])} | {show(r['hybridgen_bytes_per_token'], 1e6)} | "
-              f"{r['kv']} | {show(r['llama_tokens_per_s'])} ± {show(r['llama_stddev'])} | "
+              f"{r['type']} | {r['kv']} | {show(r['llama_tokens_per_s'])} ± {show(r['llama_stddev'])} | "
               f"{show(r['llama_bytes_per_token'], 1e6)} | "
               f"{show(r['hybridgen_over_llama'], digits=2)} |")
     print(f"wrote {args.out}")

@@ -80,7 +80,10 @@ if [ "${PEERS:-0}" = 1 ]; then
   elif [ ! -x "$llama_bench" ]; then
     echo "bench/models: llama.cpp peer skipped ($llama_bench missing; bash scripts/peers.sh ggml builds it)"
   else
+    # A bf16 copy of the GGUF: llama.cpp on the same bytes per weight as hybridgen.
+    [ -f "$WORK/smollm2-bf16.gguf" ] || "$PY" "$ROOT/bench/models/bf16_gguf.py" "$gguf" "$WORK/smollm2-bf16.gguf"
     "$PY" "$ROOT/bench/models/llama_bench_peer.py" --llama-bench="$llama_bench" --gguf="$gguf" \
+      --gguf-bf16="$WORK/smollm2-bf16.gguf" \
       --config="$WORK/smollm2/config.json" --hybridgen-csv="$ROOT/bench/results/models.csv" \
       --out="$ROOT/bench/results/models_peers.csv" "${GRID[@]}"
   fi

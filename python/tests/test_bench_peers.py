@@ -123,3 +123,39 @@ def test_llama_bench_rows_join_hybridgens_with_bytes_per_token(llama):
     assert d2["hybridgen_tokens_per_s"] is None and d2["hybridgen_over_llama"] is None
     assert p1["llama_bytes_per_token"] is None and p1["hybridgen_bytes_per_token"] is None
     assert p1["hybridgen_over_llama"] == pytest.approx(1 / 3)
+
+
+def test_bf16_copy_of_a_quantized_gguf(tmp_path):
+    # A small GGUF as llama.cpp's quantizer writes one: metadata, an f32 norm, a Q4_1 matrix.
+    gguf = pytest.importorskip("gguf")
+    np = pytest.importorskip("numpy")
+    src, dst = tmp_path / "q.gguf", tmp_path / "bf16.gguf"
+    rng = np.random.default_rng(0)
+    weight = rng.standard_normal((8, 64)).astype(np.float32)
+    norm = rng.standard_normal(64).astype(np.float32)
+    writer = gguf.GGUFWriter(src, "llama")
+    writer.add_uint32("llama.block_count", 3)
+    writer.add_file_type(int(gguf.LlamaFileType.MOSTLY_Q4_1))
+    writer.add_tensor("output_norm.weight", norm)
+    q4 = gguf.quants.quantize(weight, gguf.GGMLQuantizationType.Q4_1)
+    writer.add_tensor("blk.0.attn_q.weight", q4, raw_dtype=gguf.GGMLQuantizationType.Q4_1)
+    writer.write_header_to_file()
+    writer.write_kv_data_to_file()
+    writer.write_tensors_to_file()
+    writer.close()
+
+    subprocess.run([sys.executable, str(ROOT / "bench" / "models" / "bf16_gguf.py"), str(src),
+                    str(dst)], check=True, capture_output=True)
+    reader = gguf.GGUFReader(dst)
+    assert reader.get_field("llama.block_count").contents() == 3
+    assert reader.get_field("general.file_type").contents() == int(gguf.LlamaFileType.MOSTLY_BF16)
+    tensors = {t.name: t for t in reader.tensors}
+    assert tensors["output_norm.weight"].tensor_type == gguf.GGMLQuantizationType.F32
+    np.testing.assert_array_equal(np.asarray(tensors["output_norm.weight"].data), norm)
+    q = tensors["blk.0.attn_q.weight"]
+    assert q.tensor_type == gguf.GGMLQuantizationType.BF16
+    got = gguf.quants.dequantize(q.data, q.tensor_type)
+    want = gguf.quants.dequantize(q4, gguf.GGMLQuantizationType.Q4_1)  # the Q4_1 values, not the
+    assert got.shape == weight.shape                                   # originals, survive
+    np.testing.assert_allclose(got, want, rtol=2 ** -8, atol=1e-6)
+    assert not dst.with_name(dst.name + ".tmp").exists()
