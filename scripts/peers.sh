@@ -38,7 +38,9 @@ build_ggml() {
       echo "peers: downloading the llama.cpp sources (llama-cpp-python $LLAMA_CPP_PYTHON_VERSION sdist)"
       local dl="$PEERS/download"
       mkdir -p "$dl"
-      python3 -m pip download --quiet --no-deps --no-binary :all: -d "$dl" \
+      local py="$ROOT/.venv/bin/python" # the project's venv has pip; a bare python3 may not
+      [ -x "$py" ] || py=python3
+      "$py" -m pip download --quiet --no-deps --no-binary :all: -d "$dl" \
         "llama-cpp-python==$LLAMA_CPP_PYTHON_VERSION"
       local tmp="$PEERS/extract.$$"
       rm -rf "$tmp" && mkdir -p "$tmp"
