@@ -3,7 +3,11 @@
 a straightforward numpy attention on the same shapes; prints a table and writes
 bench/results/cpu_attention.csv.
 
-    .venv/bin/python bench/cpu_attention/run.py [--build-dir build] [--quick]
+    .venv/bin/python bench/cpu_attention/run.py [--build-dir build] [--quick] [--peers]
+
+--peers: afterwards bench/cpu_attention/peers.py (ggml flash-attn and torch SDPA against hybridgen,
+interleaved in one run), writing <out>_peers.csv beside --out (bench/results/cpu_attention_peers.csv
+by default).
 """
 import argparse
 import csv
@@ -92,6 +96,8 @@ def main():
     ap.add_argument("--no-vector-bf16", action="store_true",
                     help="skip the bf16 sweep with the AMX path off")
     ap.add_argument("--out", default=str(ROOT / "bench" / "results" / "cpu_attention.csv"))
+    ap.add_argument("--peers", action="store_true",
+                    help="then run the peers (bench/cpu_attention/peers.py) in the same run")
     ap.add_argument("--numpy-worker", help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.numpy_worker:
@@ -169,6 +175,13 @@ def main():
             print(f"\n{dtype} ratio at >= 16K tokens: min {min(long):.3f}, "
                   f"mean {sum(long) / len(long):.3f} (target >= 0.8)")
     print(f"wrote {args.out}")
+    if args.peers:
+        # Beside this run's CSV (so a --quick or --out run leaves the recorded peer table alone
+        # unless it writes there too).
+        peers_out = Path(args.out).with_name(Path(args.out).stem + "_peers.csv")
+        subprocess.run([sys.executable, str(Path(__file__).with_name("peers.py")),
+                        f"--build-dir={args.build_dir}", f"--out={peers_out}",
+                        *(["--quick"] if args.quick else [])], check=True)
 
 
 if __name__ == "__main__":

