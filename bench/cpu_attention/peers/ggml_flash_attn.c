@@ -100,6 +100,27 @@ static void fill(struct ggml_tensor *t, unsigned seed, float amplitude) {
     memcpy(dst + off, converted, total - off < step ? total - off : step);
 }
 
+// q, K and V of |batch| sequences of |context| tokens in ggml's flash_attn_ext layout (q [d,
+// n_tokens, n_head, seqs], K/V [d, n_kv, n_head_kv, seqs]), filled from seeds |seed|.. and the
+// attention over them, scaled by 1/sqrt(d).
+typedef struct {
+  struct ggml_tensor *q, *k, *v, *out;
+} Attention;
+
+static Attention build_attention(struct ggml_context *ctx, enum ggml_type type, long context,
+                                 long batch, unsigned seed, float q_amplitude, float kv_amplitude) {
+  Attention a;
+  a.q = ggml_new_tensor_4d(ctx, GGML_TYPE_F32, HEAD_DIM, 1, Q_HEADS, batch);
+  a.k = ggml_new_tensor_4d(ctx, type, HEAD_DIM, context, KV_HEADS, batch);
+  a.v = ggml_new_tensor_4d(ctx, type, HEAD_DIM, context, KV_HEADS, batch);
+  fill(a.q, seed, q_amplitude);
+  fill(a.k, seed + 1, kv_amplitude);
+  fill(a.v, seed + 2, kv_amplitude);
+  a.out = ggml_flash_attn_ext(ctx, a.q, a.k, a.v, NULL, (float)(1.0 / sqrt((double)HEAD_DIM)),
+                              0.0f, 0.0f);
+  return a;
+}
+
 // Before anything is timed: ggml's result on a small case (several sequences, a context that is
 // no multiple of any tile) equals a double-precision attention over the same stored K/V, with
 // values large enough that the softmax is far from uniform. Guards the shapes and GQA mapping
@@ -108,14 +129,9 @@ static int check_against_reference(enum ggml_type type, const char *dtype_name) 
   enum { CONTEXT = 300, BATCH = 2, GROUP = Q_HEADS / KV_HEADS };
   struct ggml_init_params params = {.mem_size = 64 << 20, .mem_buffer = NULL, .no_alloc = false};
   struct ggml_context *ctx = ggml_init(params);
-  struct ggml_tensor *q = ggml_new_tensor_4d(ctx, GGML_TYPE_F32, HEAD_DIM, 1, Q_HEADS, BATCH);
-  struct ggml_tensor *k = ggml_new_tensor_4d(ctx, type, HEAD_DIM, CONTEXT, KV_HEADS, BATCH);
-  struct ggml_tensor *v = ggml_new_tensor_4d(ctx, type, HEAD_DIM, CONTEXT, KV_HEADS, BATCH);
-  fill(q, 4, 4.0f);
-  fill(k, 5, 2.0f);
-  fill(v, 6, 2.0f);
+  Attention a = build_attention(ctx, type, CONTEXT, BATCH, 4, 4.0f, 2.0f);
+  struct ggml_tensor *q = a.q, *k = a.k, *v = a.v, *out = a.out;
   double scale = 1.0 / sqrt((double)HEAD_DIM);
-  struct ggml_tensor *out = ggml_flash_attn_ext(ctx, q, k, v, NULL, (float)scale, 0.0f, 0.0f);
   struct ggml_cgraph *graph = ggml_new_graph(ctx);
   ggml_build_forward_expand(graph, out);
   int ok = ggml_graph_compute_with_ctx(ctx, graph, 1) == GGML_STATUS_SUCCESS;
@@ -218,15 +234,7 @@ static int run_case(long context, long batch, const char *dtype_name, enum ggml_
             (double)params.mem_size / (1 << 30), context, batch);
     return thread_counts->count;
   }
-  // ggml's flash_attn_ext layout: q [d, n_tokens, n_head, seqs], k/v [d, n_kv, n_head_kv, seqs].
-  struct ggml_tensor *q = ggml_new_tensor_4d(ctx, GGML_TYPE_F32, HEAD_DIM, 1, Q_HEADS, batch);
-  struct ggml_tensor *k = ggml_new_tensor_4d(ctx, type, HEAD_DIM, context, KV_HEADS, batch);
-  struct ggml_tensor *v = ggml_new_tensor_4d(ctx, type, HEAD_DIM, context, KV_HEADS, batch);
-  fill(q, 1, 0.1f);
-  fill(k, 2, 0.1f);
-  fill(v, 3, 0.1f);
-  struct ggml_tensor *out =
-      ggml_flash_attn_ext(ctx, q, k, v, NULL, 1.0f / sqrtf((float)HEAD_DIM), 0.0f, 0.0f);
+  struct ggml_tensor *out = build_attention(ctx, type, context, batch, 1, 0.1f, 0.1f).out;
   struct ggml_cgraph *graph = ggml_new_graph(ctx);
   ggml_build_forward_expand(graph, out);
 
