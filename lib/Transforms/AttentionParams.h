@@ -12,6 +12,11 @@
 
 #include "mlir/IR/BuiltinTypes.h"
 
+#include "llvm/ADT/bit.h"
+#include "llvm/Support/FormatVariadic.h"
+
+#include <string>
+
 namespace mlir::hybridgen {
 
 /// Sets |c|'s kvType, qHeads, kvHeads, blockSize, headDim, scale, window and softcap from the
@@ -27,6 +32,19 @@ template <typename Config> void readAttentionParams(PartialAttentionOp op, Confi
   c.scale = op.getScale().convertToFloat();
   c.window = op.getWindow().value_or(0);
   c.softcap = op.getSoftcap() ? op.getSoftcap()->convertToFloat() : 0.0f;
+}
+
+/// The part of a kernel's name that these parameters make (dtype, heads, block size, head dim,
+/// and the bit patterns of scale and softcap), e.g. `f32_q32_kv8_b16_d128_s3db504f3_w0_c0`: each
+/// lowering appends what else it specializes on.
+template <typename Config> std::string mangleAttentionParams(const Config &c) {
+  std::string type;
+  llvm::raw_string_ostream os(type);
+  os << c.kvType;
+  return llvm::formatv("{0}_q{1}_kv{2}_b{3}_d{4}_s{5:x}_w{6}_c{7:x}", type, c.qHeads, c.kvHeads,
+                       c.blockSize, c.headDim, llvm::bit_cast<uint32_t>(c.scale), c.window,
+                       llvm::bit_cast<uint32_t>(c.softcap))
+      .str();
 }
 
 /// Fails with "the <lowering> lowering needs identity (row-major) layouts, got T" on |op| for the

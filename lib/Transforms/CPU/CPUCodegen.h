@@ -15,6 +15,12 @@
 
 namespace mlir::hybridgen::cpu {
 
+/// Limits of the generated code, decode and prefill alike: q rows and output accumulators are
+/// unrolled SSA vectors (per head and column slice) and a block's logits are one vector, so
+/// wider rows or blocks would only bloat the code and spill.
+constexpr int64_t kMaxHeadDim = 512;
+constexpr int64_t kMaxBlockSize = 256;
+
 /// What one generated partial-attention kernel is specialized for. Two ops with equal configs
 /// share one kernel function.
 struct KernelConfig {

@@ -8,6 +8,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "CPUCodegen.h"
+#include "../AttentionParams.h"
 
 #include "llvm/Support/FormatVariadic.h"
 
@@ -40,14 +41,8 @@ int64_t KernelConfig::accTileWidth() const {
 }
 
 std::string KernelConfig::mangle() const {
-  std::string type;
-  llvm::raw_string_ostream os(type);
-  os << kvType;
-  return llvm::formatv("{0}_q{1}_kv{2}_b{3}_d{4}_s{5:x}_w{6}_c{7:x}_k{8}_t{9}{10}", type,
-                       qHeads, kvHeads, blockSize, headDim, llvm::bit_cast<uint32_t>(scale),
-                       window, llvm::bit_cast<uint32_t>(softcap), topK, chunkTokens,
-                       amxApplies(*this) ? "_amx" : "")
-             .str() +
+  return mangleAttentionParams(*this) +
+         llvm::formatv("_k{0}_t{1}{2}", topK, chunkTokens, amxApplies(*this) ? "_amx" : "").str() +
          (vectorBits == 512 ? "" : "_v" + std::to_string(vectorBits));
 }
 

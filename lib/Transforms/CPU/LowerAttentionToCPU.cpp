@@ -24,11 +24,7 @@ using namespace mlir::hybridgen::cpu;
 
 namespace {
 
-/// Limits of the generated code: q rows and output accumulators are unrolled SSA vectors (per
-/// head and column slice) and a block's logits are one vector, so wider rows or blocks would
-/// only bloat the code and spill.
-constexpr int64_t kMaxHeadDim = 512;
-constexpr int64_t kMaxBlockSize = 256;
+/// q of all heads lives as unrolled slices too (cpu::kMaxHeadDim, kMaxBlockSize bound the rest).
 constexpr int64_t kMaxHeadElements = 16384;
 /// Default tokens per parallel chunk: large enough to amortize each chunk's fixed cost, small
 /// enough that one long sequence still spreads over every core. Measured here (Llama shapes, 16K

@@ -22,9 +22,6 @@ using namespace mlir::hybridgen::cpu;
 
 namespace {
 
-/// Limits shared with the decode lowering: rows live as unrolled vector slices.
-constexpr int64_t kMaxHeadDim = 512;
-constexpr int64_t kMaxBlockSize = 256;
 /// Query rows (position x head) a tile aims for: enough rows to amortize each K/V row load over
 /// many dot products and FMAs, few enough that the tile's q, accumulators and logits (about
 /// 2 x 32 x head_dim + 32 x block_size floats) stay in L1/L2.
@@ -56,15 +53,7 @@ struct PrefillConfig {
       u /= 2;
     return u;
   }
-  std::string mangle() const {
-    std::string type;
-    llvm::raw_string_ostream os(type);
-    os << kvType;
-    return llvm::formatv("{0}_q{1}_kv{2}_b{3}_d{4}_s{5:x}_w{6}_c{7:x}", type, qHeads, kvHeads,
-                         blockSize, headDim, llvm::bit_cast<uint32_t>(scale), window,
-                         llvm::bit_cast<uint32_t>(softcap))
-        .str();
-  }
+  std::string mangle() const { return mangleAttentionParams(*this); }
 };
 
 /// (q, k, v, block_table, lens, out): batch, chunk, pool blocks and table width dynamic.

@@ -11,6 +11,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "GPUCodegen.h"
+#include "../AttentionParams.h"
 
 #include "llvm/Support/FormatVariadic.h"
 
@@ -18,15 +19,7 @@ using namespace mlir;
 using namespace mlir::hybridgen;
 using namespace mlir::hybridgen::gpu_lowering;
 
-std::string GpuKernelConfig::mangle() const {
-  std::string type;
-  llvm::raw_string_ostream os(type);
-  os << kvType;
-  return llvm::formatv("{0}_q{1}_kv{2}_b{3}_d{4}_s{5:x}_w{6}_c{7:x}", type, qHeads, kvHeads,
-                       blockSize, headDim, llvm::bit_cast<uint32_t>(scale), window,
-                       llvm::bit_cast<uint32_t>(softcap))
-      .str();
-}
+std::string GpuKernelConfig::mangle() const { return mangleAttentionParams(*this); }
 
 std::string gpu_lowering::unsupportedReason(const GpuKernelConfig &c) {
   int64_t rowBytes = c.headDim * c.eltBytes();
