@@ -39,6 +39,10 @@ int main(int argc, char **argv) {
       saveDir = a.substr(11);
     else if (a.rfind("--chunk-tokens=", 0) == 0)
       options.chunkTokens = std::stoll(a.substr(15));
+    else if (a.rfind("--far-prefetch-bytes=", 0) == 0)
+      options.farPrefetchBytes = std::stoll(a.substr(21));
+    else if (a.rfind("--vector-bits=", 0) == 0)
+      options.vectorBits = std::stoll(a.substr(14));
     else if (a == "--no-amx")
       options.amx = false;
     else if (a.rfind("--target-cpu=", 0) == 0)

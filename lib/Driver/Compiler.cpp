@@ -113,6 +113,7 @@ constexpr int64_t kMaxVectorElements = 1 << 16;
 constexpr int64_t kMaxConstantElements = int64_t(1) << 24;
 /// Largest chunk the CPU kernels accept (tokens); the lowering refuses more as well.
 constexpr int64_t kMaxChunkTokens = int64_t(1) << 24;
+constexpr int64_t kMaxFarPrefetchBytes = int64_t(1) << 20; // as the lowering's bound
 
 /// The number of elements of |type| counting dynamic dimensions as 1, or nullopt when it
 /// overflows int64.
@@ -194,6 +195,10 @@ void checkOptions(const CompileOptions &options) {
     throw CompileError("chunk_tokens must be in [0, " + std::to_string(kMaxChunkTokens) +
                        "] (0: the lowering's default), got " +
                        std::to_string(options.chunkTokens));
+  if (options.farPrefetchBytes < 0 || options.farPrefetchBytes > kMaxFarPrefetchBytes)
+    throw CompileError("far_prefetch_bytes must be in [0, " +
+                       std::to_string(kMaxFarPrefetchBytes) + "] (0: off), got " +
+                       std::to_string(options.farPrefetchBytes));
 }
 
 void buildPipeline(OpPassManager &pm, const CompileOptions &options, bool aot) {
@@ -203,8 +208,25 @@ void buildPipeline(OpPassManager &pm, const CompileOptions &options, bool aot) {
   mlir::hybridgen::CPUPipelineOptions opts;
   opts.amx = options.amx && tm->getMCSubtargetInfo()->checkFeatures("+amx-tile,+amx-bf16");
   opts.vectorBits = targetVectorBits(*tm);
+  if (options.vectorBits != 0) {
+    if (options.vectorBits != 128 && options.vectorBits != 256 && options.vectorBits != 512)
+      throw CompileError("vector_bits must be 0 (the target's), 128, 256 or 512, got " +
+                         std::to_string(options.vectorBits));
+    if (options.vectorBits > opts.vectorBits)
+      throw CompileError("vector_bits " + std::to_string(options.vectorBits) +
+                         " is wider than the target's " + std::to_string(opts.vectorBits));
+    opts.vectorBits = options.vectorBits;
+  } else if (opts.vectorBits == 512 && tm->getTargetCPU() == "znver4") {
+    // Zen 4 runs 512-bit instructions as two 256-bit halves. There the bf16/f16 KV kernels with
+    // AVX2-sized register tiles (2-head logit passes, 64-lane accumulator tiles; ymm code on
+    // the AVX-512 target) read 0.29-0.41 (bf16) and 0.33-0.45 (f16) of the roof against
+    // 0.25-0.36 and 0.25-0.37 with 512-bit tiles (1 thread, 16K/64K tokens, batch 1/8);
+    // f32 measured alike or better with 512 and keeps it (docs/cpu-path.md).
+    opts.vectorBits16 = 256;
+  }
   opts.allDevices = options.allDevicesOnCpu;
   opts.chunkTokens = options.chunkTokens;
+  opts.farPrefetchBytes = options.farPrefetchBytes;
   opts.aot = aot;
   opts.targetCpu = options.targetCpu;
   opts.targetFeatures = options.targetFeatures;

@@ -50,6 +50,14 @@ struct CPUPipelineCLOptions : PassPipelineOptions<CPUPipelineCLOptions> {
                              llvm::cl::desc("Vector register width the kernels are sized for "
                                             "(512 AVX-512, 256 AVX2, 128 SSE)"),
                              llvm::cl::init(512)};
+  Option<int64_t> vectorBits16{
+      *this, "vector-bits-16bit-kv",
+      llvm::cl::desc("Vector width of the bf16/f16 KV kernels (0: vector-bits)"),
+      llvm::cl::init(0)};
+  Option<int64_t> farPrefetchBytes{
+      *this, "far-prefetch-bytes",
+      llvm::cl::desc("Far L2 prefetch distance of the dense vector kernel, bytes (0: off)"),
+      llvm::cl::init(8192)};
   Option<bool> aot{*this, "aot", llvm::cl::desc("Set target CPU and features on every llvm.func"),
                    llvm::cl::init(false)};
   Option<std::string> targetCpu{*this, "target-cpu", llvm::cl::desc("CPU for aot ('host')"),
@@ -70,6 +78,8 @@ void mlir::hybridgen::buildCPUPipeline(OpPassManager &pm, const CPUPipelineOptio
   lowerOpts.chunkTokens = opts.chunkTokens;
   lowerOpts.amx = opts.amx;
   lowerOpts.vectorBits = opts.vectorBits;
+  lowerOpts.farPrefetchBytes = opts.farPrefetchBytes;
+  lowerOpts.vectorBits16 = opts.vectorBits16;
   pm.addPass(createHGLowerAttentionToCPU(lowerOpts));
   pm.addPass(createHGLowerRuntimeCalls());
   // Dense model ops (lib/Models) that are linalg on memrefs (norms, activations, residuals: small
@@ -126,6 +136,8 @@ void mlir::hybridgen::registerPipelines() {
         opts.chunkTokens = cl.chunkTokens;
         opts.amx = cl.amx;
         opts.vectorBits = cl.vectorBits;
+        opts.farPrefetchBytes = cl.farPrefetchBytes;
+        opts.vectorBits16 = cl.vectorBits16;
         opts.aot = cl.aot;
         opts.targetCpu = cl.targetCpu;
         opts.targetFeatures = cl.targetFeatures;

@@ -200,6 +200,8 @@ void bindDriver(nb::module_ &m) {
                                      "How the driver lowers and compiles a module.");
   options.def(nb::init<>());
   intField(options, "chunk_tokens", &CompileOptions::chunkTokens);
+  intField(options, "far_prefetch_bytes", &CompileOptions::farPrefetchBytes);
+  intField(options, "vector_bits", &CompileOptions::vectorBits);
   options.def_rw("all_devices_on_cpu", &CompileOptions::allDevicesOnCpu)
       .def_rw("target_cpu", &CompileOptions::targetCpu)
       .def_rw("target_features", &CompileOptions::targetFeatures)

@@ -61,6 +61,13 @@ def test_chunk_tokens_out_of_range(chunk):
 
 
 @requires_jit
+@pytest.mark.parametrize("nbytes", [-1, 2**20 + 1, 2**62])
+def test_far_prefetch_bytes_out_of_range(nbytes):
+    with pytest.raises(hg.CompileError, match=r"far_prefetch_bytes must be in \[0, 1048576\]"):
+        hg.compile(RAW, {"far_prefetch_bytes": nbytes})
+
+
+@requires_jit
 @pytest.mark.parametrize("field,value", [("q_heads", 2**64), ("split_point", -2**70),
                                          ("block_size", "16"), ("window", 1.5)])
 def test_out_of_range_spec_integers_are_argument_errors(field, value):

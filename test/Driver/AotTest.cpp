@@ -106,6 +106,32 @@ TEST_F(AotFixture, NoMLIRDependency) {
   EXPECT_EQ(ldd.find("not found"), std::string::npos) << ldd;
 }
 
+// On AMD Zen 4 the driver gives bf16/f16 KV kernels AVX2-sized register tiles (the "_v256"
+// kernel) and keeps f32 at 512 bits; --vector-bits / CompileOptions::vectorBits overrides it
+// (docs/cpu-path.md).
+TEST(Aot, Zen4Uses256BitTilesFor16BitKv) {
+  auto kernelNames = [](const std::string &dtype, int64_t vectorBits) {
+    AttentionSpec spec;
+    spec.qHeads = 8;
+    spec.kvHeads = 2;
+    spec.headDim = 64;
+    spec.kvDtype = dtype;
+    hybridgen::driver::CompileOptions opts;
+    opts.targetCpu = "znver4";
+    opts.vectorBits = vectorBits;
+    std::string path = std::string(HYBRIDGEN_TEST_TMPDIR) + "/aot_znver4_" + dtype + ".o";
+    hybridgen::driver::compileToObject(hybridgen::driver::buildAttentionModule(spec), path, opts);
+    return runCommand("nm '" + path + "' | grep -o '__hg_cpu_dense_[a-z0-9_]*' | sort -u");
+  };
+  for (const char *dtype : {"bf16", "f16"}) {
+    EXPECT_NE(kernelNames(dtype, 0).find("_t1024_v256"), std::string::npos) << dtype;
+    EXPECT_EQ(kernelNames(dtype, 512).find("_v256"), std::string::npos) << dtype;
+  }
+  std::string f32 = kernelNames("f32", 0);
+  EXPECT_NE(f32.find("__hg_cpu_dense_f32"), std::string::npos) << f32;
+  EXPECT_EQ(f32.find("_v256"), std::string::npos) << f32;
+}
+
 TEST(Aot, ObjectFileForAnotherCpu) {
   AttentionSpec spec;
   spec.qHeads = 4;

@@ -87,6 +87,27 @@ TEST(HostileInput, ChunkTokensOutOfRangeIsRefused) {
   }
 }
 
+TEST(HostileInput, FarPrefetchBytesOutOfRangeIsRefused) {
+  for (int64_t bytes : {int64_t(-1), INT64_MAX, (int64_t(1) << 20) + 1}) {
+    CompileOptions opts;
+    opts.farPrefetchBytes = bytes;
+    EXPECT_NE(jitError(kCopy, opts).find("far_prefetch_bytes must be in [0, 1048576]"),
+              std::string::npos)
+        << bytes;
+  }
+}
+
+TEST(HostileInput, VectorBitsOtherThanTheTargetsWidthsAreRefused) {
+  CompileOptions opts;
+  opts.vectorBits = 300;
+  EXPECT_NE(jitError(kCopy, opts).find("vector_bits must be 0 (the target's), 128, 256 or 512"),
+            std::string::npos);
+  opts.targetCpu = "x86-64-v3"; // AVX2: 256 at most
+  opts.vectorBits = 512;
+  EXPECT_NE(jitError(kCopy, opts).find("vector_bits 512 is wider than the target's 256"),
+            std::string::npos);
+}
+
 TEST(HostileInput, JitRefusesTargetsAndMissingLibraries) {
   CompileOptions bogus;
   bogus.targetCpu = "bogus";

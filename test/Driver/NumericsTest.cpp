@@ -108,12 +108,14 @@ struct DenseCase {
   Shape shape;
   int32_t longLen; // 0: no long-context case
   const char *targetCpu = "host";
+  int64_t vectorBits = 0; // CompileOptions::vectorBits (0: the target's)
 };
 
 void runDense(const DenseCase &c) {
   std::mt19937_64 rng(testSeed() ^ std::hash<std::string>()(c.name));
   hybridgen::driver::CompileOptions options;
   options.targetCpu = c.targetCpu;
+  options.vectorBits = c.vectorBits;
   auto jit = compile(specFor(c.shape), options);
   int32_t bs = static_cast<int32_t>(c.shape.blockSize);
   std::vector<std::vector<int32_t>> batches = {
@@ -181,6 +183,21 @@ TEST(Numerics, Avx2_D96_G8_BF16) {
   if (!hostRunsAvx2())
     GTEST_SKIP() << "this CPU has no AVX2/FMA";
   runDense({"AVX2 D96 G8 bf16 bs32", shape(16, 2, 96, 32, DType::bf16), 0, "x86-64-v3"});
+}
+
+// 256-bit register tiles on an AVX-512 target (ymm code that may use all 32 registers): what the
+// driver compiles for bf16/f16 KV on AMD Zen 4, and what CompileOptions::vectorBits = 256 asks
+// for on any AVX-512 CPU.
+TEST(Numerics, Narrow256OnAvx512_D128_G4_BF16_Llama) {
+  if (!__builtin_cpu_supports("avx512f"))
+    GTEST_SKIP() << "this CPU has no AVX-512";
+  runDense({"v256 on AVX-512 D128 G4 bf16 bs16", shape(32, 8, 128, 16, DType::bf16), 20011,
+            "host", 256});
+}
+TEST(Numerics, Narrow256OnAvx512_D80_G4_F16) {
+  if (!__builtin_cpu_supports("avx512f"))
+    GTEST_SKIP() << "this CPU has no AVX-512";
+  runDense({"v256 on AVX-512 D80 G4 f16 bs16", shape(8, 2, 80, 16, DType::f16), 0, "host", 256});
 }
 
 // Sliding window and logit softcap follow docs/interfaces.md.

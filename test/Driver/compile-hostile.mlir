@@ -23,6 +23,8 @@
 // RUN: not hybridgen-compile --chunk-tokens=9223372036854775792 %s -o %t.so 2>&1 | FileCheck %s --check-prefix=CHUNK
 // RUN: not hybridgen-compile --chunk-tokens=-1 %s -o %t.so 2>&1 | FileCheck %s --check-prefix=CHUNK
 // CHUNK: chunk_tokens must be in [0, 16777216]
+// RUN: not hybridgen-compile --far-prefetch-bytes=-8 %s -o %t.so 2>&1 | FileCheck %s --check-prefix=FAR
+// FAR: far_prefetch_bytes must be in [0, 1048576]
 //
 // 5,000 nested regions (scf.execute_region, hg.segment) and types overflowed the parser's stack.
 // RUN: %python -c "n=5000; print('func.func @f() {' + 'scf.execute_region {' * n + 'scf.yield' + '} scf.yield' * (n - 1) + '} return }')" > %t.regions.mlir

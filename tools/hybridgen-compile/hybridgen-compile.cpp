@@ -43,6 +43,11 @@ static cl::opt<int64_t> chunkTokens("chunk-tokens",
                                     cl::desc("Tokens per parallel CPU chunk "
                                              "(0 = 1024, or 4096 on the AMX path)"),
                                     cl::init(0), cl::cat(compileCategory));
+static cl::opt<int64_t> farPrefetchBytes(
+    "far-prefetch-bytes",
+    cl::desc("How far ahead the dense CPU kernel prefetches K and V into L2, bytes of one K "
+             "stream (default 8192; 0 = off)"),
+    cl::init(8192), cl::cat(compileCategory));
 static cl::opt<bool> gpuKernels("gpu",
                                 cl::desc("Compile GPU partials to CUDA kernels embedded in the "
                                          "output (hg-hybrid-pipeline; CPU fallback at run time "
@@ -112,6 +117,7 @@ int main(int argc, char **argv) {
   options.targetCpu = targetCpu;
   options.targetFeatures = targetFeatures;
   options.chunkTokens = chunkTokens;
+  options.farPrefetchBytes = farPrefetchBytes;
   options.amx = useAmx;
   options.gpuKernels = gpuKernels;
   options.gpuChip = gpuChip;

@@ -53,6 +53,12 @@ struct CompileOptions {
   /// Use AMX tiles for bf16 KV when the target has AMX-BF16 (the kernel still checks at run time
   /// that the OS grants the tile state, and runs its vector path otherwise).
   bool amx = true;
+  /// How far ahead the dense CPU kernel prefetches K and V into L2, in bytes of one K stream
+  /// (0: off; rounded up to whole KV blocks of one kv head). docs/cpu-path.md has the measurements.
+  int64_t farPrefetchBytes = 8192;
+  /// Vector width the CPU kernels' register tiles are sized for: 0 = the target's widest (512
+  /// with AVX-512, 256 with AVX2, else 128); 256 or 128 narrower on purpose (must not exceed it).
+  int64_t vectorBits = 0;
   /// Shared libraries the JIT loads (libomp, the runtime); empty = the defaults found at build time.
   std::vector<std::string> sharedLibs;
   /// File name that diagnostics (file:line:col) name for the MLIR text.

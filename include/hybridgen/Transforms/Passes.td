@@ -63,6 +63,11 @@ def HGLowerAttentionToCPU : Pass<"hg-lower-attention-to-cpu", "::mlir::ModuleOp"
     Option<"vectorBits", "vector-bits", "int64_t", /*default=*/"512",
            "Vector register width of the target (512: AVX-512, 256: AVX2, 128: SSE); sizes "
            "the kernels' register tiles">,
+    Option<"vectorBits16", "vector-bits-16bit-kv", "int64_t", /*default=*/"0",
+           "Vector width for the kernels of bf16/f16 KV (0: vector-bits; at most vector-bits)">,
+    Option<"farPrefetchBytes", "far-prefetch-bytes", "int64_t", /*default=*/"8192",
+           "How far ahead of the piece in use the dense vector kernel asks for K and V lines "
+           "into L2, in bytes of one K stream (0: off; whole pieces, at least one)">,
   ];
   let dependentDialects = [
     "::mlir::amx::AMXDialect", "::mlir::arith::ArithDialect", "::mlir::func::FuncDialect",

@@ -20,6 +20,10 @@ struct CPUPipelineOptions {
   bool amx = false;
   /// Vector register width the CPU kernels are sized for (512 AVX-512, 256 AVX2, 128 SSE).
   int64_t vectorBits = 512;
+  /// Vector width of the bf16/f16 KV kernels (0: vectorBits), e.g. 256 on AMD Zen 4.
+  int64_t vectorBits16 = 0;
+  /// Far L2 prefetch distance of the dense vector kernel in bytes of one K stream (0: off).
+  int64_t farPrefetchBytes = 8192;
   /// Ahead-of-time code: name the CPU and its features on every llvm.func.
   bool aot = false;
   /// With aot: the CPU ("host" = this machine) and a feature list (empty = the CPU's).

@@ -21,6 +21,12 @@ namespace mlir::hybridgen::cpu {
 constexpr int64_t kMaxHeadDim = 512;
 constexpr int64_t kMaxBlockSize = 256;
 
+/// The dense vector kernel's far L2 prefetch (DenseBlock::logitsByTree): K and V lines this many
+/// bytes of one K stream ahead of the piece in use, in whole pieces. 8 KiB measured best on the
+/// Zen 4 guest of docs/cpu-path.md (1-4 pieces alike); 1 MiB is a generous upper bound.
+constexpr int64_t kDefaultFarPrefetchBytes = 8192;
+constexpr int64_t kMaxFarPrefetchBytes = int64_t(1) << 20;
+
 /// What one generated partial-attention kernel is specialized for. Two ops with equal configs
 /// share one kernel function.
 struct KernelConfig {
@@ -39,11 +45,21 @@ struct KernelConfig {
   /// dot width, the accumulator tiles and the heads per logit pass are sized from it, so that the
   /// loop-carried values of the hot loops fit the register file instead of spilling.
   int64_t vectorBits = 512;
+  /// Distance of the far L2 prefetch in bytes of one K stream (0: none); see farPieces.
+  int64_t farPrefetchBytes = kDefaultFarPrefetchBytes;
 
   int64_t group() const { return qHeads / kvHeads; }
   /// f32 lanes of one vector register, and the number of vector registers.
   int64_t lanes() const { return vectorBits / 32; }
   int64_t vectorRegs() const { return vectorBits >= 512 ? 32 : 16; }
+  /// Pieces (one kv-head unit's rows of one block) between the piece in use and the one the far
+  /// prefetch asks for: farPrefetchBytes in whole K pieces, at least one; 0 when off.
+  int64_t farPieces() const {
+    if (farPrefetchBytes <= 0)
+      return 0;
+    int64_t piece = blockSize * headDim * (kvType.getIntOrFloatBitWidth() / 8);
+    return std::max<int64_t>(1, (farPrefetchBytes + piece - 1) / piece);
+  }
   /// Heads of a group handled by one parallel iteration: the whole group when it is small, else
   /// the largest divisor <= 8, so the number of live vector accumulators stays bounded.
   int64_t subGroup() const;
@@ -187,11 +203,15 @@ struct DenseBlock {
   Value maxes;  // memref<units x gs x f32>: running maxima
   Value sums;   // memref<units x gs x f32>: running probability sums
   Value unit;   // the kv-head unit the block updates
+  /// The piece (pool block, kv head) c.farPieces() after this one in slot-major order, whose K
+  /// and V rows the logits prefetch into L2; null when the far prefetch is off.
+  Value pbFar, kvhFar;
 
   /// Asks for the K and V rows of kv head |kvh| in pool block |pb|.
   void prefetchPiece(Value pb, Value kvh);
-  /// The cache lines of row |r| of kv head |kvh| in pool block |pb| of |pool| (K or V).
-  void prefetchRow(Value pool, Value pb, Value kvh, Value r);
+  /// The cache lines of row |r| of kv head |kvh| in pool block |pb| of |pool| (K or V), with
+  /// |locality| 3 (L1) or 2 (L2).
+  void prefetchRow(Value pool, Value pb, Value kvh, Value r, int32_t locality);
   /// Columns [col, col + width) of row |r| as dot-width f32 slices, in the (even, odd) order of
   /// bf16Pairs when it applies.
   SmallVector<Value> loadSlices(Value pool, Value pb, Value kvh, Value r, int64_t col,

@@ -103,13 +103,14 @@ bool cpu::vectorStats(const KernelConfig &c) {
 /// Asks for the K and V rows of kv head |kvh| in pool block |pb|.
 void DenseBlock::prefetchPiece(Value pb, Value kvh) {
   e.forEach(e.idx(0), e.idx(c.blockSize), e.idx(1), [&](Value r) {
-    prefetchRow(k, pb, kvh, r);
-    prefetchRow(v, pb, kvh, r);
+    prefetchRow(k, pb, kvh, r, /*locality=*/3);
+    prefetchRow(v, pb, kvh, r, /*locality=*/2);
   });
 }
 
-/// The cache lines of row |r| of kv head |kvh| in pool block |pb| of |pool| (K or V): K rows
-/// into L1 (prefetcht0), V rows into L2 (prefetcht1). V is prefetched while the same piece's
+/// The cache lines of row |r| of kv head |kvh| in pool block |pb| of |pool| (K or V), with
+/// |locality| as llvm.prefetch takes it (3: prefetcht0, 2: prefetcht1). The near prefetches take
+/// K rows into L1 (prefetcht0), V rows into L2 (prefetcht1). V is prefetched while the same piece's
 /// logits are computed, and L1 then holds the K piece in use and the next one's prefetched rows;
 /// leaving V in L2 keeps those from being evicted, and the V loads still find their lines close.
 /// Measured f32 (64K and 128K tokens, batch 1 and 8, 1 and 2 threads, three interleaved A/B runs
@@ -117,10 +118,9 @@ void DenseBlock::prefetchPiece(Value pb, Value kvh) {
 /// 0.844; both into L2 0.806, 0.832; only every other line (the adjacent-line prefetcher fetching
 /// the rest) 0.68; V of the next piece instead of this one, into L2, 0.767. The bf16 vector kernel
 /// is bound by its math and did not change (0.642 -> 0.645).
-void DenseBlock::prefetchRow(Value pool, Value pb, Value kvh, Value r) {
+void DenseBlock::prefetchRow(Value pool, Value pb, Value kvh, Value r, int32_t locality) {
   int64_t eltBytes = c.kvType.getIntOrFloatBitWidth() / 8;
   int64_t perLine = std::max<int64_t>(1, 64 / eltBytes);
-  int32_t locality = pool == v ? 2 : 3;
   for (int64_t col = 0; col < c.headDim; col += perLine)
     memref::PrefetchOp::create(e.b, pool, ValueRange{pb, kvh, r, e.idx(col)},
                                /*isWrite=*/false, locality, /*isDataCache=*/true);
@@ -192,8 +192,19 @@ void DenseBlock::logitsByTree(Value pb, Value kvh, ArrayRef<Value> qv) {
       SmallVector<SumTree> trees(g1 - g0, SumTree{&e, c.dotWidth(), false, {}});
       for (int64_t i = 0; i < rows; ++i) {
         Value r = e.addi(r0, e.idx(i));
-        if (g0 == 0)
-          prefetchRow(v, pb, kvh, r);
+        if (g0 == 0) {
+          prefetchRow(v, pb, kvh, r, /*locality=*/2);
+          // The far prefetch: the same row of K and V of the piece c.farPieces() ahead, into L2.
+          // The near prefetches alone leave each piece's lines to arrive just in time, and on
+          // the Zen 4 guest (docs/cpu-path.md, "Memory behaviour on Zen 4") the kernel then
+          // read 0.19-0.24 of the roof for bf16 and 0.33-0.42 for f32 on one thread; with this
+          // 0.30-0.35 and 0.38-0.44 (16K and 64K tokens, batch 1 and 8; 2 threads gained too).
+          // The far prefetch alone, without the near ones, measured no better than none.
+          if (pbFar) {
+            prefetchRow(k, pbFar, kvhFar, r, /*locality=*/2);
+            prefetchRow(v, pbFar, kvhFar, r, /*locality=*/2);
+          }
+        }
         SmallVector<Value> part = rowPartials(pb, kvh, r, qv, g0, g1);
         for (int64_t g = g0; g < g1; ++g)
           trees[g - g0].push(part[g - g0]);
@@ -242,7 +253,7 @@ void DenseBlock::accumulateV(Value pb, Value kvh, Value lb, Value ub, int64_t un
       for (int64_t u = 0; u < unroll; ++u) {
         Value r = e.addi(r0, e.idx(u));
         if (t == 0 && pbNext)
-          prefetchRow(k, pbNext, kvhNext, r);
+          prefetchRow(k, pbNext, kvhNext, r, /*locality=*/3);
         SmallVector<Value> vs = loadSlices(v, pb, kvh, r, col, tw);
         for (int64_t g = 0; g < gs; ++g) {
           // A scalar load splat from memory becomes one broadcast load.

@@ -43,7 +43,9 @@ int64_t KernelConfig::accTileWidth() const {
 std::string KernelConfig::mangle() const {
   return mangleAttentionParams(*this) +
          llvm::formatv("_k{0}_t{1}{2}", topK, chunkTokens, amxApplies(*this) ? "_amx" : "").str() +
-         (vectorBits == 512 ? "" : "_v" + std::to_string(vectorBits));
+         (vectorBits == 512 ? "" : "_v" + std::to_string(vectorBits)) +
+         (farPrefetchBytes == kDefaultFarPrefetchBytes ? ""
+                                                       : "_f" + std::to_string(farPrefetchBytes));
 }
 
 SmallVector<Type> cpu::kernelArgTypes(MLIRContext *ctx, const KernelConfig &c) {
@@ -130,7 +132,7 @@ func::FuncOp cpu::buildDenseKernel(ModuleOp module, StringRef name, const Kernel
   Value sm = memref::AllocOp::create(b, statType, ValueRange{rows});
   Value sl = memref::AllocOp::create(b, statType, ValueRange{rows});
 
-  DenseBlock body{e, c, k, v, table, {}, {}, {}, {}, {}, {}};
+  DenseBlock body{e, c, k, v, table, {}, {}, {}, {}, {}, {}, {}, {}};
   int64_t w = c.dotWidth(), tw = c.accTileWidth(), nw = d / w;
   // One iteration per (sequence, unit group, chunk) walks its kv-head units slot-major: block by
   // block, and in a block unit by unit, so K and V are read as whole contiguous pool blocks (all
@@ -200,10 +202,11 @@ func::FuncOp cpu::buildDenseKernel(ModuleOp module, StringRef name, const Kernel
     Value blkLo = e.divi(t0, e.idx(bs));
     Value blkHi = e.select(e.cmpi(arith::CmpIPredicate::slt, t0, t1), e.ceilDiv(t1, bs), blkLo);
 
-    // The piece (block, kv head) computed after unit |u| of block |blk|, whose K rows the block
-    // code prefetches (see DenseBlock::block); past the chunk's end, clamped to its last block.
-    auto nextPiece = [&](Value blk, Value u) {
-      Value lin = e.addi(e.addi(e.muli(blk, n), e.subi(u, u0)), e.idx(1));
+    // The piece (block, kv head) computed |ahead| pieces after unit |u| of block |blk|: the next
+    // one, whose K rows the block code prefetches into L1 (see DenseBlock::block), and the far
+    // one of the L2 prefetch; past the chunk's end, clamped to its last block.
+    auto nextPiece = [&](Value blk, Value u, int64_t ahead = 1) {
+      Value lin = e.addi(e.addi(e.muli(blk, n), e.subi(u, u0)), e.idx(ahead));
       Value pblk = e.mini(e.divi(lin, n), e.subi(blkHi, e.idx(1)));
       Value pkvh = e.divi(e.addi(u0, e.remi(lin, n)), e.idx(nsub));
       return std::make_pair(pblk, pkvh);
@@ -215,6 +218,11 @@ func::FuncOp cpu::buildDenseKernel(ModuleOp module, StringRef name, const Kernel
     e.forEach(blkLo, blkHi, e.idx(1), [&](Value blk) {
       e.forEach(u0, u1, e.idx(1), [&](Value u) {
         body.unit = u;
+        if (int64_t far = c.farPieces()) {
+          std::pair<Value, Value> farPiece = nextPiece(blk, u, far);
+          body.pbFar = e.loadIndex(table, {s, farPiece.first});
+          body.kvhFar = farPiece.second;
+        }
         std::pair<Value, Value> next = nextPiece(blk, u);
         body.block(s, e.divi(u, e.idx(nsub)), blk, t0, t1, e.loadIndex(table, {s, next.first}),
                    next.second);

@@ -58,6 +58,11 @@ struct LowerAttentionToCPUPass
     c.topK = op.getTopK().value_or(0);
     c.amx = amx;
     c.vectorBits = vectorBits;
+    // 16-bit KV may be given narrower register tiles than the target's widest (the driver does
+    // so on AMD Zen 4, where they measured faster: docs/cpu-path.md).
+    if (vectorBits16 > 0 && !c.kvType.isF32())
+      c.vectorBits = std::min<int64_t>(vectorBits16, vectorBits);
+    c.farPrefetchBytes = farPrefetchBytes;
     int64_t chunk = chunkTokens > 0     ? int64_t(chunkTokens)
                     : cpu::amxApplies(c) ? kDefaultAmxChunkTokens
                                          : kDefaultChunkTokens;
@@ -144,6 +149,16 @@ struct LowerAttentionToCPUPass
     if (chunkTokens < 0 || chunkTokens > kMaxChunkTokens) {
       module.emitError("chunk-tokens must be in [0, ")
           << kMaxChunkTokens << "] (0: the default), got " << int64_t(chunkTokens);
+      return signalPassFailure();
+    }
+    if (vectorBits16 != 0 && vectorBits16 != 128 && vectorBits16 != 256 && vectorBits16 != 512) {
+      module.emitError("vector-bits-16bit-kv must be 0, 128, 256 or 512, got ")
+          << int64_t(vectorBits16);
+      return signalPassFailure();
+    }
+    if (farPrefetchBytes < 0 || farPrefetchBytes > kMaxFarPrefetchBytes) {
+      module.emitError("far-prefetch-bytes must be in [0, ")
+          << kMaxFarPrefetchBytes << "] (0: off), got " << int64_t(farPrefetchBytes);
       return signalPassFailure();
     }
     SmallVector<PartialAttentionOp> partials;
