@@ -64,85 +64,138 @@ static void emitLinalgMatmul(FunctionWriter &f, const std::string &in, int64_t i
     << "      linalg.yield %s : f32\n    }\n";
 }
 
-/// The same product as a bandwidth-bound kernel: OpenMP over output rows, each weight row read
-/// once with 16-wide vector loads (bf16/f16 widened in registers, f32 accumulation) into
-/// |unroll| independent accumulators, reused from L1 for every token row. Needs inCols % 16 == 0.
+/// Joins |count| items made by |item(i)| with ", ".
+template <typename F> static std::string joined(int64_t count, F item) {
+  std::string s;
+  for (int64_t i = 0; i < count; ++i)
+    s += (i ? ", " : "") + item(i);
+  return s;
+}
+
+/// The same product as a vector kernel: OpenMP over blocks of |kOutTile| output rows (one row
+/// where the output width is not a multiple of it), each weight row read from memory once with
+/// 16-wide loads (bf16/f16 widened in registers, f32 accumulation) and reused from L1 for every
+/// token row of the call. Token rows go four at a time through a 4 x kOutTile register tile of
+/// accumulators (prefill, >= 16 rows): per 16 columns 4 weight and 4 input loads feed 16 FMAs, and
+/// the input rows are read once per block of output rows instead of once per output row. The remaining
+/// rows (all of decode's) take a single-row loop with |unroll| independent accumulators, bound by
+/// the bandwidth of the weights. Needs inCols % 16 == 0.
 static void emitVectorMatmul(FunctionWriter &f, const std::string &in, int64_t inCols,
                              const std::string &w, int64_t outCols, const std::string *bias,
                              const std::string &out, const std::string &n) {
   std::ostringstream &b = f.body();
   const std::string &wt = f.weightType();
-  const int64_t lanes = 16;
+  const int64_t lanes = 16, rows = 4;
+  // 4 x 4 tiles: 16 accumulators + 4 widened weight vectors + an input vector fit AVX-512's 32
+  // registers. Measured SmolLM2 prefill (docs/models.md).
+  constexpr int64_t kOutTile = 4;
+  const int64_t cols = outCols % kOutTile == 0 ? kOutTile : 1;
   int64_t unroll = inCols % (lanes * 4) == 0 ? 4 : inCols % (lanes * 2) == 0 ? 2 : 1;
   std::string vf = "vector<16xf32>", vw = "vector<16x" + wt + ">";
+  std::string wType = matType(outCols, inCols, wt), xType = rowType(inCols);
   std::string c0 = f.constant("0", "index"), c1 = f.constant("1", "index"),
-              cO = f.constant(std::to_string(outCols), "index"),
+              cB = f.constant(std::to_string(outCols / cols), "index"),
+              cC = f.constant(std::to_string(cols), "index"),
               cK = f.constant(std::to_string(inCols), "index"),
+              c16 = f.constant(std::to_string(lanes), "index"),
+              c4 = f.constant(std::to_string(rows), "index"),
               step = f.constant(std::to_string(lanes * unroll), "index");
   std::string zero = f.constant("dense<0.0>", vf);
   std::string zs = f.constant("0.0", "f32");
-  b << "    scf.parallel (%o) = (" << c0 << ") to (" << cO << ") step (" << c1 << ") {\n";
-  std::string biasValue = zs;
-  if (bias) {
-    b << "      %bw = memref.load " << *bias << "[%o] : " << vecType(outCols, wt) << "\n";
-    biasValue = "%bw";
-    if (wt != "f32") {
-      b << "      %bf = arith.extf %bw : " << wt << " to f32\n";
-      biasValue = "%bf";
-    }
-  }
-  // Token rows four at a time: each widened weight vector feeds four rows' accumulators (prefill);
-  // the remaining rows (all of decode's) run the single-row loop below.
-  const int64_t rows = 4;
-  std::string c4 = f.constant(std::to_string(rows), "index");
+  b << "    scf.parallel (%ob) = (" << c0 << ") to (" << cB << ") step (" << c1 << ") {\n"
+    << "      %o0 = arith.muli %ob, " << cC << " : index\n";
+  for (int64_t j = 1; j < cols; ++j)
+    b << "      %oc" << j << " = arith.constant " << j << " : index\n"
+      << "      %o" << j << " = arith.addi %o0, %oc" << j << " : index\n";
+  // The bias of output row |o| as f32 (|tag| names its SSA values), or 0.
+  auto biasOf = [&](const std::string &o, const std::string &tag, const char *indent) {
+    if (!bias)
+      return zs;
+    b << indent << "%bw" << tag << " = memref.load " << *bias << "[" << o << "] : "
+      << vecType(outCols, wt) << "\n";
+    if (wt == "f32")
+      return "%bw" + tag;
+    b << indent << "%bf" << tag << " = arith.extf %bw" << tag << " : " << wt << " to f32\n";
+    return "%bf" + tag;
+  };
+  auto widened = [&](const std::string &name, const char *indent) {
+    if (wt == "f32")
+      return name;
+    b << indent << name << "f = arith.extf " << name << " : " << vw << " to " << vf << "\n";
+    return name + "f";
+  };
   b << "      %nq = arith.divui " << n << ", " << c4 << " : index\n"
-    << "      %nb = arith.muli %nq, " << c4 << " : index\n"
-    << "      scf.for %m0 = " << c0 << " to %nb step " << c4 << " {\n";
-  for (int64_t r = 1; r < rows; ++r)
-    b << "        %mo" << r << " = arith.constant " << r << " : index\n"
-      << "        %m" << r << " = arith.addi %m0, %mo" << r << " : index\n";
-  std::string c16 = f.constant(std::to_string(lanes), "index");
-  b << "        %bacc:" << rows << " = scf.for %k = " << c0 << " to " << cK << " step " << c16
-    << " iter_args(";
-  for (int64_t r = 0; r < rows; ++r)
-    b << (r ? ", " : "") << "%q" << r << " = " << zero;
-  b << ") -> (";
-  for (int64_t r = 0; r < rows; ++r)
-    b << (r ? ", " : "") << vf;
-  b << ") {\n          %wb = vector.load " << w << "[%o, %k] : " << matType(outCols, inCols, wt)
-    << ", " << vw << "\n";
-  std::string wb = "%wb";
-  if (wt != "f32") {
-    b << "          %wbf = arith.extf %wb : " << vw << " to " << vf << "\n";
-    wb = "%wbf";
+    << "      %nb = arith.muli %nq, " << c4 << " : index\n";
+  // Whole groups of 4 token rows [0, nb) times the output rows |outs| (biases |biases|), one
+  // register tile of rows x outs.size() accumulators per group.
+  auto tokenTiles = [&](const std::vector<std::string> &outs,
+                        const std::vector<std::string> &biases) {
+    int64_t nc = static_cast<int64_t>(outs.size()), tile = rows * nc;
+    auto accName = [&](int64_t i) { return std::to_string(i / nc) + "_" + std::to_string(i % nc); };
+    b << "      scf.for %m0 = " << c0 << " to %nb step " << c4 << " {\n";
+    for (int64_t r = 1; r < rows; ++r)
+      b << "        %mo" << r << " = arith.constant " << r << " : index\n"
+        << "        %m" << r << " = arith.addi %m0, %mo" << r << " : index\n";
+    b << "        %bacc:" << tile << " = scf.for %k = " << c0 << " to " << cK << " step " << c16
+      << " iter_args(" << joined(tile, [&](int64_t i) { return "%q" + accName(i) + " = " + zero; })
+      << ") -> (" << joined(tile, [&](int64_t) { return vf; }) << ") {\n";
+    std::vector<std::string> wv;
+    for (int64_t j = 0; j < nc; ++j) {
+      std::string name = "%wb" + std::to_string(j);
+      b << "          " << name << " = vector.load " << w << "[" << outs[j] << ", %k] : " << wType
+        << ", " << vw << "\n";
+      wv.push_back(widened(name, "          "));
+    }
+    for (int64_t r = 0; r < rows; ++r) {
+      b << "          %xb" << r << " = vector.load " << in << "[%m" << r << ", %k] : " << xType
+        << ", " << vf << "\n";
+      for (int64_t j = 0; j < nc; ++j)
+        b << "          %rb" << accName(r * nc + j) << " = vector.fma %xb" << r << ", " << wv[j]
+          << ", %q" << accName(r * nc + j) << " : " << vf << "\n";
+    }
+    b << "          scf.yield " << joined(tile, [&](int64_t i) { return "%rb" + accName(i); })
+      << " : " << joined(tile, [&](int64_t) { return vf; }) << "\n        }\n";
+    for (int64_t i = 0; i < tile; ++i) {
+      std::string a = accName(i);
+      b << "        %db" << a << " = vector.reduction <add>, %bacc#" << i << " : " << vf
+        << " into f32\n        %yb" << a << " = arith.addf %db" << a << ", " << biases[i % nc]
+        << " : f32\n        memref.store %yb" << a << ", " << out << "[%m" << i / nc << ", "
+        << outs[i % nc] << "] : " << rowType(outCols) << "\n";
+    }
+    b << "      }\n";
+  };
+  // Prefill-sized calls (>= kTileRowsMin rows) take the 4 x cols tile. Fewer rows (decode with a
+  // batch) are bound by the weights' bandwidth, and there reading |cols| weight rows side by side
+  // measured slower than one after the other (SmolLM2 decode, batch 4: 89-104 -> 71-80 tokens/s
+  // on 1 thread), so they take 4 x 1 tiles, output row by output row.
+  constexpr int64_t kTileRowsMin = 16;
+  std::vector<std::string> tileOuts, tileBias;
+  for (int64_t j = 0; j < cols; ++j)
+    tileOuts.push_back("%o" + std::to_string(j));
+  if (cols > 1) {
+    std::string cMin = f.constant(std::to_string(kTileRowsMin), "index");
+    b << "      %wide = arith.cmpi uge, " << n << ", " << cMin << " : index\n"
+      << "      scf.if %wide {\n";
+    for (int64_t j = 0; j < cols; ++j)
+      tileBias.push_back(biasOf(tileOuts[j], std::to_string(j), "      "));
+    tokenTiles(tileOuts, tileBias);
+    b << "      } else {\n"
+      << "      scf.for %oj = " << c0 << " to " << cC << " step " << c1 << " {\n"
+      << "      %o = arith.addi %o0, %oj : index\n";
+    tokenTiles({"%o"}, {biasOf("%o", "", "      ")});
+    b << "      }\n      }\n";
+  } else {
+    tokenTiles(tileOuts, {biasOf(tileOuts[0], "0", "      ")});
   }
-  for (int64_t r = 0; r < rows; ++r)
-    b << "          %xb" << r << " = vector.load " << in << "[%m" << r << ", %k] : "
-      << rowType(inCols) << ", " << vf << "\n"
-      << "          %rb" << r << " = vector.fma %xb" << r << ", " << wb << ", %q" << r << " : "
-      << vf << "\n";
-  b << "          scf.yield ";
-  for (int64_t r = 0; r < rows; ++r)
-    b << (r ? ", " : "") << "%rb" << r;
-  b << " : ";
-  for (int64_t r = 0; r < rows; ++r)
-    b << (r ? ", " : "") << vf;
-  b << "\n        }\n";
-  for (int64_t r = 0; r < rows; ++r)
-    b << "        %db" << r << " = vector.reduction <add>, %bacc#" << r << " : " << vf
-      << " into f32\n        %yb" << r << " = arith.addf %db" << r << ", " << biasValue
-      << " : f32\n        memref.store %yb" << r << ", " << out << "[%m" << r << ", %o] : "
-      << rowType(outCols) << "\n";
-  b << "      }\n";
+
+  // The remaining rows, one output row of the block at a time.
+  b << "      scf.for %oj = " << c0 << " to " << cC << " step " << c1 << " {\n"
+    << "      %o = arith.addi %o0, %oj : index\n";
+  std::string biasValue = biasOf("%o", "", "      ");
   b << "      scf.for %m = %nb to " << n << " step " << c1 << " {\n";
   b << "        %acc:" << unroll << " = scf.for %k = " << c0 << " to " << cK << " step " << step
-    << " iter_args(";
-  for (int64_t u = 0; u < unroll; ++u)
-    b << (u ? ", " : "") << "%s" << u << " = " << zero;
-  b << ") -> (";
-  for (int64_t u = 0; u < unroll; ++u)
-    b << (u ? ", " : "") << vf;
-  b << ") {\n";
+    << " iter_args(" << joined(unroll, [&](int64_t u) { return "%s" + std::to_string(u) + " = " + zero; })
+    << ") -> (" << joined(unroll, [&](int64_t) { return vf; }) << ") {\n";
   for (int64_t u = 0; u < unroll; ++u) {
     std::string k = "%k";
     if (u) {
@@ -150,25 +203,17 @@ static void emitVectorMatmul(FunctionWriter &f, const std::string &in, int64_t i
         << "          %k" << u << " = arith.addi %k, %off" << u << " : index\n";
       k = "%k" + std::to_string(u);
     }
-    b << "          %x" << u << " = vector.load " << in << "[%m, " << k << "] : "
-      << rowType(inCols) << ", " << vf << "\n"
-      << "          %w" << u << " = vector.load " << w << "[%o, " << k << "] : "
-      << matType(outCols, inCols, wt) << ", " << vw << "\n";
-    std::string wv = "%w" + std::to_string(u);
-    if (wt != "f32") {
-      b << "          %wf" << u << " = arith.extf %w" << u << " : " << vw << " to " << vf << "\n";
-      wv = "%wf" + std::to_string(u);
-    }
-    b << "          %r" << u << " = vector.fma %x" << u << ", " << wv << ", %s" << u << " : " << vf
+    std::string wname = "%w" + std::to_string(u);
+    b << "          %x" << u << " = vector.load " << in << "[%m, " << k << "] : " << xType << ", "
+      << vf << "\n"
+      << "          " << wname << " = vector.load " << w << "[%o, " << k << "] : " << wType
+      << ", " << vw << "\n";
+    std::string wf = widened(wname, "          ");
+    b << "          %r" << u << " = vector.fma %x" << u << ", " << wf << ", %s" << u << " : " << vf
       << "\n";
   }
-  b << "          scf.yield ";
-  for (int64_t u = 0; u < unroll; ++u)
-    b << (u ? ", " : "") << "%r" << u;
-  b << " : ";
-  for (int64_t u = 0; u < unroll; ++u)
-    b << (u ? ", " : "") << vf;
-  b << "\n        }\n";
+  b << "          scf.yield " << joined(unroll, [&](int64_t u) { return "%r" + std::to_string(u); })
+    << " : " << joined(unroll, [&](int64_t) { return vf; }) << "\n        }\n";
   std::string sum = "%acc#0";
   for (int64_t u = 1; u < unroll; ++u) {
     b << "        %t" << u << " = arith.addf " << sum << ", %acc#" << u << " : " << vf << "\n";
@@ -177,7 +222,7 @@ static void emitVectorMatmul(FunctionWriter &f, const std::string &in, int64_t i
   b << "        %dot = vector.reduction <add>, " << sum << " : " << vf << " into f32\n"
     << "        %y = arith.addf %dot, " << biasValue << " : f32\n"
     << "        memref.store %y, " << out << "[%m, %o] : " << rowType(outCols) << "\n"
-    << "      }\n      scf.reduce\n    }\n";
+    << "      }\n      }\n      scf.reduce\n    }\n";
 }
 
 void emitMatmul(FunctionWriter &f, const std::string &in, int64_t inCols, const std::string &w,
