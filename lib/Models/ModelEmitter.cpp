@@ -166,13 +166,21 @@ static void emitVectorMatmul(FunctionWriter &f, const std::string &in, int64_t i
   };
   // Prefill-sized calls (>= kTileRowsMin rows) take the 4 x cols tile. Fewer rows (decode with a
   // batch) are bound by the weights' bandwidth, and there reading |cols| weight rows side by side
-  // measured slower than one after the other (SmolLM2 decode, batch 4: 89-104 -> 71-80 tokens/s
-  // on 1 thread), so they take 4 x 1 tiles, output row by output row.
-  constexpr int64_t kTileRowsMin = 16;
+  // measured slower than one after the other while the 4 input rows stay in L1 (SmolLM2, inputs
+  // 576 and 1536 wide, batch 4: 104-112 -> 79-83 tokens/s on 1 thread), so they take 4 x 1
+  // tiles, output row by output row. Where 4 input rows fill an L1 (>= 2048 f32 each) they would
+  // come from L2 again for every output row, and the 4 x cols tile wins at any batch (Llama-3-8B
+  // shape, inputs 4096 and 14336 wide, batch 4: 13.3-13.7 -> 24.0-25.7 tokens/s on 1 thread;
+  // batch 8: 16.7-17.7 -> 35.8-36.8).
+  constexpr int64_t kTileRowsMin = 16, kTileAlwaysCols = 2048;
   std::vector<std::string> tileOuts, tileBias;
   for (int64_t j = 0; j < cols; ++j)
     tileOuts.push_back("%o" + std::to_string(j));
-  if (cols > 1) {
+  if (cols > 1 && inCols >= kTileAlwaysCols) {
+    for (int64_t j = 0; j < cols; ++j)
+      tileBias.push_back(biasOf(tileOuts[j], std::to_string(j), "      "));
+    tokenTiles(tileOuts, tileBias);
+  } else if (cols > 1) {
     std::string cMin = f.constant(std::to_string(kTileRowsMin), "index");
     b << "      %wide = arith.cmpi uge, " << n << ", " << cMin << " : index\n"
       << "      scf.if %wide {\n";

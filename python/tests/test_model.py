@@ -199,15 +199,18 @@ def test_widths_that_are_not_multiples_of_16_take_the_linalg_path(tmp_path):
     assert rel_err(got, models.forward(cfg, weights, ids)) <= TOL
 
 
-def test_output_widths_not_multiples_of_the_register_tile_take_single_row_blocks(tmp_path):
-    # The vector matmul tiles 4 token rows x 4 output rows; vocab 250 and intermediate 112 with
-    # qkv biases (Qwen2) take blocks of one output row (250 % 4 != 0; 112 % 4 == 0 keeps the
-    # tile, so one function mixes both kinds), over prompts whose length is not a multiple of 4.
-    cfg = models.tiny_config("qwen2", vocab_size=250, intermediate_size=112)
+def test_every_kind_of_matmul_register_tile_matches_the_reference(tmp_path):
+    # The vector matmul tiles 4 token rows x 4 output rows: for prefill-sized calls (>= 16 rows)
+    # where the inputs are narrow (here 64 wide: q/k/v, gate/up), for every call where they are
+    # >= 2048 wide (here down_proj's 2048), and never where the outputs are not a multiple of 4
+    # (here vocab 250: blocks of one output row). Qwen2 adds q/k/v biases; prompt lengths and
+    # chunks are not multiples of 4, so the single-row remainder runs as well.
+    cfg = models.tiny_config("qwen2", vocab_size=250, intermediate_size=2048)
     weights = models.write_random_checkpoint(tmp_path / "m", cfg, seed=11)
     art = hg.compile_model(tmp_path / "m", tmp_path / "art")
     text = (tmp_path / "art" / "model.mlir").read_text()
-    assert "%bacc:16 = scf.for" in text and "%bacc:4 = scf.for" in text
+    assert "%bacc:4 = scf.for" in text  # vocab 250
+    assert text.count("%bacc:16 = scf.for") > text.count("%wide = arith.cmpi") > 0
     m = hg.Model(art, max_context=48, weights=str(tmp_path / "m"), prefill_chunk=11)
     ids = prompt(30, cfg["vocab_size"], 4)
     got = m.prefill(ids[None, :], all_logits=True)[0]
