@@ -190,15 +190,16 @@ LogicalResult checkCallable(func::FuncOp fn) {
   return success();
 }
 
+/// Refuses |value| of option |name| outside [0, max]; |zero| says what 0 means.
+void checkRange(const char *name, int64_t value, int64_t max, const char *zero) {
+  if (value < 0 || value > max)
+    throw CompileError(std::string(name) + " must be in [0, " + std::to_string(max) + "] (0: " +
+                       zero + "), got " + std::to_string(value));
+}
+
 void checkOptions(const CompileOptions &options) {
-  if (options.chunkTokens < 0 || options.chunkTokens > kMaxChunkTokens)
-    throw CompileError("chunk_tokens must be in [0, " + std::to_string(kMaxChunkTokens) +
-                       "] (0: the lowering's default), got " +
-                       std::to_string(options.chunkTokens));
-  if (options.farPrefetchBytes < 0 || options.farPrefetchBytes > kMaxFarPrefetchBytes)
-    throw CompileError("far_prefetch_bytes must be in [0, " +
-                       std::to_string(kMaxFarPrefetchBytes) + "] (0: off), got " +
-                       std::to_string(options.farPrefetchBytes));
+  checkRange("chunk_tokens", options.chunkTokens, kMaxChunkTokens, "the lowering's default");
+  checkRange("far_prefetch_bytes", options.farPrefetchBytes, kMaxFarPrefetchBytes, "off");
 }
 
 void buildPipeline(OpPassManager &pm, const CompileOptions &options, bool aot) {
@@ -219,9 +220,9 @@ void buildPipeline(OpPassManager &pm, const CompileOptions &options, bool aot) {
   } else if (opts.vectorBits == 512 && tm->getTargetCPU() == "znver4") {
     // Zen 4 runs 512-bit instructions as two 256-bit halves. There the bf16/f16 KV kernels with
     // AVX2-sized register tiles (2-head logit passes, 64-lane accumulator tiles; ymm code on
-    // the AVX-512 target) read 0.29-0.41 (bf16) and 0.33-0.45 (f16) of the roof against
-    // 0.25-0.36 and 0.25-0.37 with 512-bit tiles (1 thread, 16K/64K tokens, batch 1/8);
-    // f32 measured alike or better with 512 and keeps it (docs/cpu-path.md).
+    // the AVX-512 target) read 0.37-0.46 of the roof on one thread against 0.28-0.36 with
+    // 512-bit tiles (16K/64K tokens, batch 1/8); f32 measured alike or better with 512 and
+    // keeps it (docs/cpu-path.md, "Memory behaviour on Zen 4").
     opts.vectorBits16 = 256;
   }
   opts.allDevices = options.allDevicesOnCpu;

@@ -76,25 +76,26 @@ TEST(HostileInput, NulBytesAndHugeVectorsAreDiagnostics) {
   EXPECT_NE(msg.find("has more elements than a 64-bit count holds"), std::string::npos) << msg;
 }
 
-TEST(HostileInput, ChunkTokensOutOfRangeIsRefused) {
-  // INT64_MAX - 15 = 2^63 - 16 used to compile and return wrong attention.
-  for (int64_t chunk : {int64_t(-1), INT64_MAX - 15, int64_t(1) << 25}) {
+/// Compiling with |field| set to each of |values| fails with |message|.
+static void expectRefused(int64_t CompileOptions::*field, std::initializer_list<int64_t> values,
+                          const std::string &message) {
+  for (int64_t value : values) {
     CompileOptions opts;
-    opts.chunkTokens = chunk;
-    EXPECT_NE(jitError(kCopy, opts).find("chunk_tokens must be in [0, 16777216]"),
-              std::string::npos)
-        << chunk;
+    opts.*field = value;
+    EXPECT_NE(jitError(kCopy, opts).find(message), std::string::npos) << value;
   }
 }
 
+TEST(HostileInput, ChunkTokensOutOfRangeIsRefused) {
+  // INT64_MAX - 15 = 2^63 - 16 used to compile and return wrong attention.
+  expectRefused(&CompileOptions::chunkTokens, {int64_t(-1), INT64_MAX - 15, int64_t(1) << 25},
+                "chunk_tokens must be in [0, 16777216]");
+}
+
 TEST(HostileInput, FarPrefetchBytesOutOfRangeIsRefused) {
-  for (int64_t bytes : {int64_t(-1), INT64_MAX, (int64_t(1) << 20) + 1}) {
-    CompileOptions opts;
-    opts.farPrefetchBytes = bytes;
-    EXPECT_NE(jitError(kCopy, opts).find("far_prefetch_bytes must be in [0, 1048576]"),
-              std::string::npos)
-        << bytes;
-  }
+  expectRefused(&CompileOptions::farPrefetchBytes,
+                {int64_t(-1), INT64_MAX, (int64_t(1) << 20) + 1},
+                "far_prefetch_bytes must be in [0, 1048576]");
 }
 
 TEST(HostileInput, VectorBitsOtherThanTheTargetsWidthsAreRefused) {
