@@ -33,7 +33,9 @@ HF_TO_GGUF = {"input_layernorm.weight": "attn_norm.weight", "self_attn.q_proj.we
 
 
 def _vocab():
-    tokens = SPECIALS + pre_tokenizers.ByteLevel.alphabet() + ["he", "Ġt", "Ġthe"]
+    # alphabet() comes in a different order in every process: sort it, so that a token id means
+    # the same text in every run.
+    tokens = SPECIALS + sorted(pre_tokenizers.ByteLevel.alphabet()) + ["he", "Ġt", "Ġthe"]
     types = [3] * len(SPECIALS) + [1] * (len(tokens) - len(SPECIALS))
     return tokens, types
 
