@@ -4,6 +4,7 @@
 //
 //   hybridgen_model_bench --artifact=DIR [--name=smollm2] [--contexts=1024,8192] [--batches=1,4]
 //       [--threads=1,2] [--steps=8] [--prefill=512,4096] [--kv-dtype=bf16] [--csv=out.csv]
+//       [--weight-memory=copy,map]   (the runner copies weights into huge-page memory, or maps them)
 //
 // Decode runs over a synthetic KV cache (random K/V filled by the runtime, labelled so): timing
 // only, the tokens it produces mean nothing.
@@ -40,6 +41,9 @@ struct Options {
   std::string artifact, name = "model", kvDtype = "bf16", csv = "model_bench.csv", weights;
   std::vector<int64_t> contexts = {1024}, batches = {1}, threads = {1, 2}, prefill = {};
   int64_t steps = 8;
+  /// "copy" (the runner's default: weights copied into huge-page memory) and/or "map" (read from
+  /// the file's mapping), each decode case run once per entry, in turn.
+  std::vector<std::string> weightMemory = {"copy"};
 };
 
 bool parse(int argc, char **argv, Options &o) {
@@ -56,6 +60,20 @@ bool parse(int argc, char **argv, Options &o) {
     else if (key == "--batches") o.batches = numbers(val);
     else if (key == "--threads") o.threads = numbers(val);
     else if (key == "--prefill") o.prefill = numbers(val);
+    else if (key == "--weight-memory") {
+      o.weightMemory.clear();
+      std::stringstream ss(val);
+      std::string item;
+      while (std::getline(ss, item, ','))
+        if (item == "copy" || item == "map") {
+          o.weightMemory.push_back(item);
+        } else {
+          std::fprintf(stderr, "--weight-memory: '%s' is not copy or map\n", item.c_str());
+          return false;
+        }
+      if (o.weightMemory.empty())
+        return false;
+    }
     else if (key == "--steps") o.steps = std::max<int64_t>(1, std::stoll(val));
     else {
       std::fprintf(stderr, "unknown argument %s\n", a.c_str());
@@ -77,15 +95,17 @@ int main(int argc, char **argv) {
     return 2;
   std::ofstream csv(o.csv);
   csv << "model,phase,context,batch,threads,kv_dtype,seconds_per_step,tokens_per_s,"
-         "bytes_per_step,gbps,roof_gbps,ratio\n";
-  std::printf("%-10s %-7s %7s %5s %7s %12s %12s %9s %9s %6s\n", "model", "phase", "context",
-              "batch", "threads", "ms/step", "tokens/s", "GB/s", "roof", "ratio");
+         "bytes_per_step,gbps,roof_gbps,ratio,weight_memory\n";
+  std::printf("%-10s %-7s %7s %5s %7s %12s %12s %9s %9s %6s %s\n", "model", "phase", "context",
+              "batch", "threads", "ms/step", "tokens/s", "GB/s", "roof", "ratio", "weights");
   for (int64_t threads : o.threads) {
     omp_set_num_threads(int(threads));
     double roof = measureReadRoof() / 1e9;
     for (int64_t batch : o.batches)
-      for (int64_t context : o.contexts) {
+      for (int64_t context : o.contexts)
+        for (const std::string &memory : o.weightMemory) {
         rt::model::RunnerOptions ro;
+        ro.mapWeights = memory == "map";
         ro.batch = int32_t(batch);
         ro.maxContext = context + o.steps + 2;
         ro.kvDtype = o.kvDtype;
@@ -111,12 +131,13 @@ int main(int argc, char **argv) {
           best = std::min(best, now() - t0);
         }
         double gbps = double(bytes) / best / 1e9;
-        std::printf("%-10s %-7s %7lld %5lld %7lld %12.2f %12.2f %9.2f %9.2f %6.3f\n",
+        std::printf("%-10s %-7s %7lld %5lld %7lld %12.2f %12.2f %9.2f %9.2f %6.3f %s\n",
                     o.name.c_str(), "decode", (long long)context, (long long)batch,
-                    (long long)threads, best * 1e3, double(batch) / best, gbps, roof, gbps / roof);
+                    (long long)threads, best * 1e3, double(batch) / best, gbps, roof, gbps / roof,
+                    memory.c_str());
         csv << o.name << ",decode," << context << "," << batch << "," << threads << ","
             << o.kvDtype << "," << best << "," << double(batch) / best << "," << bytes << ","
-            << gbps << "," << roof << "," << gbps / roof << "\n";
+            << gbps << "," << roof << "," << gbps / roof << "," << memory << "\n";
       }
     for (int64_t prompt : o.prefill) {
       rt::model::RunnerOptions ro;
@@ -124,6 +145,7 @@ int main(int argc, char **argv) {
       ro.kvDtype = o.kvDtype;
       ro.threads = int32_t(threads);
       ro.weightsPath = o.weights;
+      ro.mapWeights = o.weightMemory[0] == "map";
       auto runner = rt::model::ModelRunner::open(o.artifact, ro);
       if (!runner) {
         std::fprintf(stderr, "%s\n", runner.status().message().c_str());
@@ -136,11 +158,12 @@ int main(int argc, char **argv) {
       double t0 = now();
       rt::throwIfError((*runner)->prefill(ids.data(), prompt, false, logits));
       double secs = now() - t0;
-      std::printf("%-10s %-7s %7lld %5d %7lld %12.2f %12.2f %9s %9.2f %6s\n", o.name.c_str(),
+      std::printf("%-10s %-7s %7lld %5d %7lld %12.2f %12.2f %9s %9.2f %6s %s\n", o.name.c_str(),
                   "prefill", (long long)prompt, 1, (long long)threads, secs * 1e3,
-                  double(prompt) / secs, "-", roof, "-");
+                  double(prompt) / secs, "-", roof, "-", o.weightMemory[0].c_str());
       csv << o.name << ",prefill," << prompt << ",1," << threads << "," << o.kvDtype << ","
-          << secs << "," << double(prompt) / secs << ",,,," << roof << ",\n";
+          << secs << "," << double(prompt) / secs << ",,,," << roof << ",," << o.weightMemory[0]
+          << "\n";
     }
   }
   std::printf("decode over a SYNTHETIC KV cache (random K/V); ratio = (weight + KV bytes per "

@@ -39,12 +39,15 @@ class Model:
     """A decoder model run by the hybridgen runtime; see the module docstring.
 
     |gpu_tokens| is the (modelled) GPU side's KV budget per sequence and layer: the scheduler then
-    keeps at least the rest of the tokens on the CPU side (0: unlimited)."""
+    keeps at least the rest of the tokens on the CPU side (0: unlimited). |map_weights| runs on the
+    checkpoint file's mapping instead of copying the weights into huge-page memory at load: less
+    memory and a faster start, but decode reads the page cache's scattered pages more slowly
+    (docs/models.md, "Weight memory")."""
 
     def __init__(self, path, *, kv_dtype: Optional[str] = None, threads: Optional[int] = None,
                  policy: str = "feedback", batch: int = 1, max_context: int = 4096,
                  weight_dtype: str = "auto", artifact_dir: str = "", weights: str = "",
-                 prefill_chunk: int = 512, gpu_tokens: int = 0):
+                 prefill_chunk: int = 512, gpu_tokens: int = 0, map_weights: bool = False):
         path = os.fspath(path)
         if not os.path.isdir(path):
             raise ArgumentError(f"Model: {path} is not a directory (a model dir or an artifact)")
@@ -64,7 +67,8 @@ class Model:
                                            max_context=int(max_context), kv_dtype=kv_dtype or "",
                                            threads=int(threads or 0), weights=weights,
                                            prefill_chunk=int(prefill_chunk),
-                                           gpu_tokens=int(gpu_tokens))
+                                           gpu_tokens=int(gpu_tokens),
+                                           map_weights=bool(map_weights))
         self.config = json.loads(self._runner.config_json)
         self.batch = int(batch)
         self.kv_dtype = self._runner.kv_dtype

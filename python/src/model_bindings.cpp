@@ -87,7 +87,8 @@ void bindModels(nb::module_ &m) {
           "__init__",
           [](RunnerHandle *self, const std::string &artifact, const std::string &policy,
              int32_t batch, int64_t maxContext, const std::string &kvDtype, int32_t threads,
-             const std::string &weights, int64_t prefillChunk, int64_t gpuTokens) {
+             const std::string &weights, int64_t prefillChunk, int64_t gpuTokens,
+             bool mapWeights) {
             rt::model::RunnerOptions o;
             o.policy = policy;
             o.batch = batch;
@@ -97,13 +98,15 @@ void bindModels(nb::module_ &m) {
             o.weightsPath = weights;
             o.prefillChunk = prefillChunk;
             o.gpuTokens = gpuTokens;
+            o.mapWeights = mapWeights;
             auto runner = ModelRunner::open(artifact, o);
             rt::throwIfError(runner.status());
             new (self) RunnerHandle{std::move(*runner)};
           },
           nb::arg("artifact"), nb::arg("policy") = "feedback", nb::arg("batch") = 1,
           nb::arg("max_context") = 4096, nb::arg("kv_dtype") = "", nb::arg("threads") = 0,
-          nb::arg("weights") = "", nb::arg("prefill_chunk") = 512, nb::arg("gpu_tokens") = 0)
+          nb::arg("weights") = "", nb::arg("prefill_chunk") = 512, nb::arg("gpu_tokens") = 0,
+          nb::arg("map_weights") = false)
       .def_prop_ro("config_json", [](RunnerHandle &h) { return h.runner->configJson(); })
       .def_prop_ro("batch", [](RunnerHandle &h) { return h.runner->batch(); })
       .def_prop_ro("kv_dtype", [](RunnerHandle &h) { return h.runner->kvDtype(); })

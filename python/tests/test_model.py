@@ -127,6 +127,25 @@ def test_sharded_and_16_bit_checkpoints(tmp_path, dtype, shards):
     assert rel_err(got, models.forward(cfg, weights, ids)) <= TOL
 
 
+@pytest.mark.parametrize("dtype,weight_dtype", [("float32", "auto"), ("bfloat16", "auto"),
+                                                ("bfloat16", "f32")])
+def test_copied_and_mapped_weights_give_identical_logits(tmp_path, dtype, weight_dtype):
+    # By default the runner copies the weights into huge-page memory; map_weights runs on the
+    # file's mapping (converted tensors are copies either way). Same values, so the same bits.
+    cfg = models.tiny_config("llama")
+    weights = models.write_random_checkpoint(tmp_path / "m", cfg, dtype=dtype)
+    art = hg.compile_model(tmp_path / "m", tmp_path / "art", weight_dtype=weight_dtype)
+    ids = prompt(12, cfg["vocab_size"], 8)
+    got = {}
+    for mapped in (False, True):
+        m = hg.Model(art, weights=str(tmp_path / "m"), max_context=32, map_weights=mapped)
+        got[mapped] = np.concatenate([m.prefill(ids[None, :8], all_logits=True)[0],
+                                      np.stack([m.decode(np.array([t], np.int32))[0]
+                                                for t in ids[8:]])])
+    np.testing.assert_array_equal(got[False], got[True])
+    assert rel_err(got[False], models.forward(cfg, weights, ids)) <= TOL
+
+
 @pytest.fixture()
 def fresh_llama(tmp_path, built):
     _, cfg, _, art = built("llama")
@@ -142,11 +161,13 @@ def fresh_llama(tmp_path, built):
     (lambda d: models.lie_about_offsets(d, "model.norm.weight"), "model.norm.weight"),
     (lambda d: models.truncate_file(d / "model.safetensors", 8), "model.safetensors"),
 ])
-def test_corrupted_checkpoint_fails_cleanly_naming_file_and_tensor(fresh_llama, corrupt, needle):
+@pytest.mark.parametrize("map_weights", [False, True])
+def test_corrupted_checkpoint_fails_cleanly_naming_file_and_tensor(fresh_llama, corrupt, needle,
+                                                                   map_weights):
     model_dir, art = fresh_llama
     corrupt(model_dir)
     with pytest.raises(hg.HybridgenError) as info:
-        hg.Model(art, weights=str(model_dir))
+        hg.Model(art, weights=str(model_dir), map_weights=map_weights)
     msg = str(info.value)
     # A missing tensor has no file: the checkpoint's path is named instead.
     assert needle in msg and str(model_dir) in msg
@@ -240,6 +261,16 @@ def test_hybridgen_run_model_mode_streams_tokens_and_summary(built, tmp_path):
     bad = subprocess.run([str(tool), art, "--context", "4", "--policy", "sideways"],
                          capture_output=True, text=True, timeout=60)
     assert bad.returncode != 0 and "unknown policy 'sideways'" in bad.stderr
+    # On the file's mapping instead of a copy: the same tokens.
+    mapped = subprocess.run([str(tool), art, "--prompt-ids", ",".join(map(str, ids)),
+                             "--max-new-tokens", "6", "--policy", "static:4", "--map-weights", "1"],
+                            capture_output=True, text=True, timeout=120)
+    assert mapped.returncode == 0, mapped.stderr
+    lines = mapped.stdout.splitlines()
+    assert lines[lines.index("== generated token ids:") + 1].split() == tokens
+    bad = subprocess.run([str(tool), art, "--context", "4", "--map-weights", "yes"],
+                         capture_output=True, text=True, timeout=60)
+    assert bad.returncode != 0 and "--map-weights needs 0 or 1" in bad.stderr
 
 
 def test_feedback_scheduler_with_two_tiers_splits_every_layer_and_stays_exact(built, monkeypatch):

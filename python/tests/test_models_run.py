@@ -63,11 +63,12 @@ def test_chat_run_streams_the_reference_greedy_text(tiny):
         assert key in summary, summary
 
 
-@pytest.mark.parametrize("policy", ["cpu", "static:0", "static:5", "feedback"])
-def test_every_policy_gives_the_same_tokens(tiny, policy):
+@pytest.mark.parametrize("policy,flags", [("cpu", ()), ("static:0", ()), ("static:5", ()),
+                                          ("feedback", ()), ("feedback", ("--map-weights",))])
+def test_every_policy_gives_the_same_tokens(tiny, policy, flags):
     _, art, _, _, codec = tiny
     r = _cli(art, "--tokenizer", tiny[0], "--prompt", "the he the", "--max-new-tokens", 10,
-             "--policy", policy, "--show-ids")
+             "--policy", policy, "--show-ids", *flags)
     assert r.returncode == 0, r.stderr
     assert _ids(r.stdout) == _reference(tiny, codec.encode("the he the"), 10)
     assert policy.split(":")[0] in r.stdout.split("--- summary ---", 1)[1]

@@ -2,7 +2,7 @@
 //
 //   hybridgen-run <artifact or model dir> (--prompt-ids 1,2,3 | --context N) --max-new-tokens N
 //       [--policy feedback|static:S|cpu] [--batch B] [--threads T] [--kv-dtype f32|bf16|f16]
-//       [--prefill-chunk N] [--gpu-tokens N] [--trace out.csv]
+//       [--prefill-chunk N] [--gpu-tokens N] [--map-weights 0|1] [--trace out.csv]
 //
 // A model dir (config.json + safetensors) is compiled first (hybridgen-compile's model mode). The
 // run itself uses only the runtime's ModelRunner, as a deployment would.
@@ -43,7 +43,7 @@ int usage(const char *why) {
                "usage: hybridgen-run <artifact or model dir> (--prompt-ids 1,2,3 | --context N) "
                "[--max-new-tokens N] [--policy feedback|static:S|cpu] [--batch B] [--threads T] "
                "[--kv-dtype f32|bf16|f16] [--weight-dtype auto|f32|bf16|f16] [--prefill-chunk N] "
-               "[--gpu-tokens N] [--artifact-dir DIR] [--trace out.csv]\n");
+               "[--gpu-tokens N] [--map-weights 0|1] [--artifact-dir DIR] [--trace out.csv]\n");
   if (why)
     std::fprintf(stderr, "hybridgen-run: %s\n", why);
   return 2;
@@ -113,6 +113,13 @@ bool parse(int argc, char **argv, ModelOptions &o, std::string &error) {
     } else if (a == "--gpu-tokens") {
       if (!number(o.runner.gpuTokens))
         return false;
+    } else if (a == "--map-weights") {
+      // 1: run on the checkpoint's file mapping instead of a copy in huge-page memory.
+      if (value != "0" && value != "1") {
+        error = "--map-weights needs 0 or 1, got '" + value + "'";
+        return false;
+      }
+      o.runner.mapWeights = value == "1";
     } else if (a == "--artifact-dir") {
       o.artifactDir = value;
     } else if (a == "--trace") {

@@ -47,6 +47,9 @@ def _parser() -> argparse.ArgumentParser:
                           "scheduler splits attention past it (default: the Model's)")
     run.add_argument("--weight-dtype", default=None,
                      help="weight dtype the model dir is compiled for (default: the Model's)")
+    run.add_argument("--map-weights", action="store_true", default=None,
+                     help="run on the checkpoint file's mapping instead of a copy of the weights "
+                          "in huge-page memory (less memory and a faster start, slower decode)")
     run.add_argument("--tokenizer", default=None,
                      help="directory with tokenizer.json (default: MODEL itself)")
     run.add_argument("--show-ids", action="store_true", help="print the generated token ids too")

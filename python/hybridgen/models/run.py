@@ -156,7 +156,8 @@ def run_text(args, out=None, err=None) -> int:
     need = args.context + len(ids) + args.max_new_tokens + 1
     # Options beyond the contract's are passed only when given, so any Model takes the defaults.
     extra = {k: v for k, v in (("gpu_tokens", getattr(args, "gpu_tokens", None)),
-                               ("weight_dtype", getattr(args, "weight_dtype", None))) if v is not None}
+                               ("weight_dtype", getattr(args, "weight_dtype", None)),
+                               ("map_weights", getattr(args, "map_weights", None))) if v is not None}
     m = Model(args.model, kv_dtype=args.kv_dtype, threads=args.threads, policy=args.policy,
               batch=args.batch, max_context=args.max_context or max(4096, need), **extra)
     vocab = int(m.config["vocab_size"])

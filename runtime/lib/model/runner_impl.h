@@ -6,6 +6,7 @@
 #include "hybridgen/runtime/memref_call.h"
 #include "hybridgen/runtime/model/runner.h"
 #include "hybridgen/runtime/safetensors.h"
+#include "weight_arena.h"
 
 #include <map>
 #include <memory>
@@ -34,8 +35,10 @@ struct ModelRunner::Impl {
 
   std::unique_ptr<memref_call::AotLibrary> library;
   std::unique_ptr<Checkpoint> checkpoint;
-  /// Converted or realigned weights (when the checkpoint's dtype or alignment differs).
-  std::vector<std::unique_ptr<std::vector<uint8_t>>> ownedWeights;
+  /// The weights the compiled code reads: copies of the checkpoint's tensors (converted where the
+  /// artifact's weight dtype differs), or only the converted and realigned ones under
+  /// RunnerOptions::mapWeights.
+  WeightArena weightMemory;
   BoundFunction embed, layerPre, layerDecode, layerPrefill, final;
   /// Post-LN models (OPT's do_layer_norm_before false) run each layer's MLP block as its own
   /// function after layer_decode/layer_prefill; empty name otherwise.

@@ -61,35 +61,37 @@ public:
     arg.shape = shape;
     size_t elt = type == ElemType::f32 ? 4 : 2;
     bool aligned = reinterpret_cast<uintptr_t>(t.data) % elt == 0;
-    if (sameDType(t.dtype, type) && aligned) {
+    if (sameDType(t.dtype, type) && aligned && impl_.options.mapWeights) {
       arg.data = const_cast<void *>(t.data); // compiled code only reads weights
     } else if (sameDType(t.dtype, type)) {
-      auto buf = std::make_unique<std::vector<uint8_t>>(t.nbytes);
-      std::memcpy(buf->data(), t.data, t.nbytes);
-      arg.data = buf->data();
-      impl_.ownedWeights.push_back(std::move(buf));
+      Result<void *> buf = impl_.weightMemory.allocate(t.nbytes);
+      if (!buf)
+        return Status(buf.status().code(), t.file + ": tensor '" + name + "': " +
+                                               buf.status().message());
+      std::memcpy(*buf, t.data, t.nbytes);
+      arg.data = *buf;
     } else {
       Result<std::vector<float>> f32 = tensorToF32(t);
       if (!f32)
         return f32.status();
-      if (type == ElemType::f32) {
-        auto buf = std::make_unique<std::vector<uint8_t>>(f32->size() * 4);
-        std::memcpy(buf->data(), f32->data(), buf->size());
-        arg.data = buf->data();
-        impl_.ownedWeights.push_back(std::move(buf));
-      } else if (type == ElemType::bf16 || type == ElemType::f16) {
-        // Narrowing (f32 -> 16 bits, or between the two 16-bit types) rounds to nearest even.
-        auto buf = std::make_unique<std::vector<uint8_t>>(f32->size() * 2);
-        auto *dst = reinterpret_cast<uint16_t *>(buf->data());
-        for (size_t i = 0; i < f32->size(); ++i)
-          dst[i] = type == ElemType::bf16 ? f32ToBf16((*f32)[i]) : f32ToF16((*f32)[i]);
-        arg.data = buf->data();
-        impl_.ownedWeights.push_back(std::move(buf));
-      } else {
+      bool narrow = type == ElemType::bf16 || type == ElemType::f16;
+      if (type != ElemType::f32 && !narrow)
         return invalidArgument(t.file + ": tensor '" + name + "' is " + t.dtypeName +
                                ", but the artifact's weight argument is " +
                                memref_call::elemTypeName(type));
+      Result<void *> buf = impl_.weightMemory.allocate(f32->size() * (narrow ? 2 : 4));
+      if (!buf)
+        return Status(buf.status().code(), t.file + ": tensor '" + name + "': " +
+                                               buf.status().message());
+      if (!narrow) {
+        std::memcpy(*buf, f32->data(), f32->size() * 4);
+      } else {
+        // Narrowing (f32 -> 16 bits, or between the two 16-bit types) rounds to nearest even.
+        auto *dst = static_cast<uint16_t *>(*buf);
+        for (size_t i = 0; i < f32->size(); ++i)
+          dst[i] = type == ElemType::bf16 ? f32ToBf16((*f32)[i]) : f32ToF16((*f32)[i]);
       }
+      arg.data = *buf;
     }
     cache_[name] = arg;
     return arg;
@@ -237,6 +239,9 @@ Result<std::unique_ptr<ModelRunner>> ModelRunner::open(const std::string &artifa
     if (!s)
       return s;
   }
+  // Every weight is now in the arena (unless mapped): let the file's mapping go.
+  if (!options.mapWeights)
+    impl->checkpoint.reset();
 
   // The KV pool: one layer of the pool per model layer, sized for batch x maxContext tokens.
   Result<DType> kvType = poolDType(impl->kvDtype);

@@ -1,5 +1,5 @@
 // ModelRunner: runs a compiled model artifact (hybridgen-compile <model dir> -o <artifact>) with
-// the runtime only (no MLIR): maps the weights, owns the KV pool and the split scheduler, and runs
+// the runtime only (no MLIR): copies the weights into huge-page memory (or maps them), owns the KV pool and the split scheduler, and runs
 // chunked prefill and greedy decode for a batch of sequences.
 #pragma once
 
@@ -29,6 +29,11 @@ struct RunnerOptions {
   std::string weightsPath;
   /// Tokens per prefill chunk; a longer prompt runs as several chunks over the growing cache.
   int64_t prefillChunk = 512;
+  /// Run on the checkpoint file's own mapping (no copy, pages shared with the page cache) instead of
+  /// copying the weights into fresh huge-page memory at open. The copy costs a read of the file and
+  /// its size in memory; decode reads the page cache's scattered pages at about half the rate
+  /// (docs/models.md, "Weight memory").
+  bool mapWeights = false;
   /// HBM budget of the modelled GPU side, tokens per sequence and layer (0: unlimited).
   int64_t gpuTokens = 0;
 };
