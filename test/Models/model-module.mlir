@@ -1,6 +1,7 @@
 // hybridgen-compile's model mode on a 32-layer tiny Llama: one set of layer functions for every
 // layer (weights as arguments), attention in a dynamic segment with a runtime split, prefill
-// through hg.prefill_attention, bf16 weights widened in the vector matmul, one decode/prefill pair
+// through hg.prefill_attention, bf16 weights widened in the vector matmul (whose token tiles
+// prefetch them ahead), one decode/prefill pair
 // per KV dtype (f32, bf16, f16); and the metadata that names each function's arguments.
 // RUN: rm -rf %t && mkdir -p %t/m && cp %S/Inputs/tiny-llama.json %t/m/config.json
 // RUN: hybridgen-compile %t/m -o %t/a --weight-dtype=bf16 --kv-dtypes=f32,bf16,f16 | FileCheck %s --check-prefix=TOOL
@@ -15,6 +16,13 @@
 // CHECK-SAME: memref<256x64xbf16>
 // CHECK-LABEL: func.func @layer_pre(
 // CHECK: math.rsqrt
+// The token tiles prefetch the weights 8 KiB (4096 bf16) ahead in memory order, clamped to the end.
+// CHECK: %[[FLAT:.*]] = memref.collapse_shape %{{.*}} {{\[\[}}0, 1]] : memref<64x64xbf16> into memref<4096xbf16>
+// CHECK: %[[AHEAD:.*]] = arith.constant 4096 : index
+// CHECK: %[[LAST:.*]] = arith.constant 4095 : index
+// CHECK: %[[PC:.*]] = arith.addi %{{.*}}, %[[AHEAD]] : index
+// CHECK: %[[PD:.*]] = arith.minui %[[PC]], %[[LAST]] : index
+// CHECK: memref.prefetch %[[FLAT]][%[[PD]]], read, locality<2>, data : memref<4096xbf16>
 // CHECK: vector.load {{.*}} : memref<64x64xbf16>, vector<16xbf16>
 // CHECK: arith.extf {{.*}} : vector<16xbf16> to vector<16xf32>
 // CHECK: vector.fma
