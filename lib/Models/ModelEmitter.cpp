@@ -102,19 +102,24 @@ static void emitVectorMatmul(FunctionWriter &f, const std::string &in, int64_t i
               step = f.constant(std::to_string(lanes * unroll), "index");
   std::string zero = f.constant("dense<0.0>", vf);
   std::string zs = f.constant("0.0", "f32");
-  // The token tiles ask for the weights kPrefetchBytes ahead in memory order, into L2: their
-  // 4 FMAs per 16 weights take most of the time the weights take to arrive, and on the Zen 4 guest
-  // such a loop then gets the two added unless lines are asked for far ahead (docs/models.md,
-  // "Matmul prefetch": SmolLM2 batch 4 decode +13-27% on 1 thread, prefill +5-10%). The decode
-  // row loop does without: one sequential stream with 1 FMA per 16 weights reads at the roof
-  // already, and the same prefetch there measured slower (bench/models/matvec_walk.c).
-  constexpr int64_t kPrefetchBytes = 8192;
+  // The token tiles ask for the weights kPrefetchBytes ahead in memory order, into L2, where the
+  // rows are short: a tile reads 4 rows side by side, and rows of a few cache lines end before the
+  // hardware prefetchers have caught on to their streams (bench/models/matvec_walk.c, 4 rows of
+  // 576 bf16 side by side: 0.35-0.41 of the roof, 0.77-0.80 with this; rows of 4096: 0.63-0.73
+  // either way). Measured in the model (docs/models.md, "Matmul prefetch"): SmolLM2 batch-4 decode
+  // +10-25% and prefill +3-10%; the Llama-3-8B shape's 4096-wide prefill 10% slower with it, so
+  // wide rows go without. The decode row loop (batch 1) reads one stream at the roof already.
+  constexpr int64_t kPrefetchBytes = 8192, kPrefetchMaxCols = 2048;
+  const bool prefetch = inCols < kPrefetchMaxCols;
   const int64_t elems = outCols * inCols, eltBytes = wt == "f32" ? 4 : 2;
-  std::string flatType = vecType(elems, wt), wFlat = f.fresh();
-  b << "    " << wFlat << " = memref.collapse_shape " << w << " [[0, 1]] : " << wType << " into "
-    << flatType << "\n";
-  std::string cAhead = f.constant(std::to_string(kPrefetchBytes / eltBytes), "index"),
-              cLast = f.constant(std::to_string(elems - 1), "index");
+  std::string flatType = vecType(elems, wt), wFlat, cAhead, cLast;
+  if (prefetch) {
+    wFlat = f.fresh();
+    b << "    " << wFlat << " = memref.collapse_shape " << w << " [[0, 1]] : " << wType << " into "
+      << flatType << "\n";
+    cAhead = f.constant(std::to_string(kPrefetchBytes / eltBytes), "index");
+    cLast = f.constant(std::to_string(elems - 1), "index");
+  }
   b << "    scf.parallel (%ob) = (" << c0 << ") to (" << cB << ") step (" << c1 << ") {\n"
     << "      %o0 = arith.muli %ob, " << cC << " : index\n";
   for (int64_t j = 1; j < cols; ++j)
@@ -154,14 +159,16 @@ static void emitVectorMatmul(FunctionWriter &f, const std::string &in, int64_t i
       << ") -> (" << joined(tile, [&](int64_t) { return vf; }) << ") {\n";
     std::vector<std::string> wv;
     for (int64_t j = 0; j < nc; ++j) {
-      // Clamped to the last element: past the end the address would be out of bounds.
-      std::string t = std::to_string(j);
-      b << "          %pa" << t << " = arith.muli " << outs[j] << ", " << cK << " : index\n"
-        << "          %pb" << t << " = arith.addi %pa" << t << ", %k : index\n"
-        << "          %pc" << t << " = arith.addi %pb" << t << ", " << cAhead << " : index\n"
-        << "          %pd" << t << " = arith.minui %pc" << t << ", " << cLast << " : index\n"
-        << "          memref.prefetch " << wFlat << "[%pd" << t << "], read, locality<2>, data : "
-        << flatType << "\n";
+      if (prefetch) {
+        // Clamped to the last element: past the end the address would be out of bounds.
+        std::string t = std::to_string(j);
+        b << "          %pa" << t << " = arith.muli " << outs[j] << ", " << cK << " : index\n"
+          << "          %pb" << t << " = arith.addi %pa" << t << ", %k : index\n"
+          << "          %pc" << t << " = arith.addi %pb" << t << ", " << cAhead << " : index\n"
+          << "          %pd" << t << " = arith.minui %pc" << t << ", " << cLast << " : index\n"
+          << "          memref.prefetch " << wFlat << "[%pd" << t << "], read, locality<2>, data : "
+          << flatType << "\n";
+      }
       std::string name = "%wb" + std::to_string(j);
       b << "          " << name << " = vector.load " << w << "[" << outs[j] << ", %k] : " << wType
         << ", " << vw << "\n";
