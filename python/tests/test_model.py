@@ -127,12 +127,15 @@ def test_sharded_and_16_bit_checkpoints(tmp_path, dtype, shards):
     assert rel_err(got, models.forward(cfg, weights, ids)) <= TOL
 
 
-@pytest.mark.parametrize("dtype,weight_dtype", [("float32", "auto"), ("bfloat16", "auto"),
-                                                ("bfloat16", "f32")])
-def test_copied_and_mapped_weights_give_identical_logits(tmp_path, dtype, weight_dtype):
+@pytest.mark.parametrize("dtype,weight_dtype,vocab", [("float32", "auto", None),
+                                                      ("bfloat16", "auto", None),
+                                                      ("bfloat16", "f32", None),
+                                                      ("float32", "auto", 40960)])
+def test_copied_and_mapped_weights_give_identical_logits(tmp_path, dtype, weight_dtype, vocab):
     # By default the runner copies the weights into huge-page memory; map_weights runs on the
     # file's mapping (converted tensors are copies either way). Same values, so the same bits.
-    cfg = models.tiny_config("llama")
+    # A vocabulary of 40960 makes the f32 embedding 10 MiB: copied by the whole OpenMP team.
+    cfg = models.tiny_config("llama", **({"vocab_size": vocab} if vocab else {}))
     weights = models.write_random_checkpoint(tmp_path / "m", cfg, dtype=dtype)
     art = hg.compile_model(tmp_path / "m", tmp_path / "art", weight_dtype=weight_dtype)
     ids = prompt(12, cfg["vocab_size"], 8)
