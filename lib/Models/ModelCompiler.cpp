@@ -39,8 +39,9 @@ std::string resolveWeightDtype(const std::string &requested, const std::string &
 }
 
 /// Bumped whenever the generated functions' arguments or the metadata change, so cached artifacts
-/// of an older compiler are rebuilt rather than misread.
-constexpr int kGeneratorVersion = 2;
+/// of an older compiler are rebuilt rather than misread, and when the generated code gets faster,
+/// so that they are rebuilt rather than kept slow (3: the matmul's weight prefetch).
+constexpr int kGeneratorVersion = 3;
 
 /// Whether |metaPath| was written by this generator version.
 bool sameGenerator(const std::filesystem::path &metaPath) {
