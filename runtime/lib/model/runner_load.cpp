@@ -82,13 +82,19 @@ public:
     arg.shape = shape;
     size_t elt = type == ElemType::f32 ? 4 : 2;
     bool aligned = reinterpret_cast<uintptr_t>(t.data) % elt == 0;
+    auto memoryFor = [&](size_t bytes) -> Result<void *> {
+      Result<void *> buf = impl_.weightMemory.allocate(bytes);
+      if (!buf)
+        return Status(buf.status().code(),
+                      t.file + ": tensor '" + name + "': " + buf.status().message());
+      return buf;
+    };
     if (sameDType(t.dtype, type) && aligned && impl_.options.mapWeights) {
       arg.data = const_cast<void *>(t.data); // compiled code only reads weights
     } else if (sameDType(t.dtype, type)) {
-      Result<void *> buf = impl_.weightMemory.allocate(t.nbytes);
+      Result<void *> buf = memoryFor(t.nbytes);
       if (!buf)
-        return Status(buf.status().code(), t.file + ": tensor '" + name + "': " +
-                                               buf.status().message());
+        return buf.status();
       copyOnTeam(*buf, t.data, t.nbytes);
       arg.data = *buf;
     } else {
@@ -100,10 +106,9 @@ public:
         return invalidArgument(t.file + ": tensor '" + name + "' is " + t.dtypeName +
                                ", but the artifact's weight argument is " +
                                memref_call::elemTypeName(type));
-      Result<void *> buf = impl_.weightMemory.allocate(f32->size() * (narrow ? 2 : 4));
+      Result<void *> buf = memoryFor(f32->size() * (narrow ? 2 : 4));
       if (!buf)
-        return Status(buf.status().code(), t.file + ": tensor '" + name + "': " +
-                                               buf.status().message());
+        return buf.status();
       if (!narrow) {
         std::memcpy(*buf, f32->data(), f32->size() * 4);
       } else {
