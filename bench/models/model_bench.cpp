@@ -102,42 +102,43 @@ int main(int argc, char **argv) {
     omp_set_num_threads(int(threads));
     double roof = measureReadRoof() / 1e9;
     for (int64_t batch : o.batches)
-      for (int64_t context : o.contexts)
+      for (int64_t context : o.contexts) {
         for (const std::string &memory : o.weightMemory) {
-        rt::model::RunnerOptions ro;
-        ro.mapWeights = memory == "map";
-        ro.batch = int32_t(batch);
-        ro.maxContext = context + o.steps + 2;
-        ro.kvDtype = o.kvDtype;
-        ro.threads = int32_t(threads);
-        ro.policy = "cpu";
-        ro.weightsPath = o.weights;
-        auto runner = rt::model::ModelRunner::open(o.artifact, ro);
-        if (!runner) {
-          std::fprintf(stderr, "%s\n", runner.status().message().c_str());
-          return 1;
+          rt::model::RunnerOptions ro;
+          ro.mapWeights = memory == "map";
+          ro.batch = int32_t(batch);
+          ro.maxContext = context + o.steps + 2;
+          ro.kvDtype = o.kvDtype;
+          ro.threads = int32_t(threads);
+          ro.policy = "cpu";
+          ro.weightsPath = o.weights;
+          auto runner = rt::model::ModelRunner::open(o.artifact, ro);
+          if (!runner) {
+            std::fprintf(stderr, "%s\n", runner.status().message().c_str());
+            return 1;
+          }
+          rt::model::ModelRunner &m = **runner;
+          rt::throwIfError(m.fillSyntheticKv(context));
+          std::vector<int32_t> ids(static_cast<size_t>(batch), 1);
+          std::vector<float> logits;
+          rt::throwIfError(m.decode(ids.data(), logits)); // warm-up
+          double best = 1e30;
+          uint64_t bytes = 0;
+          for (int64_t s = 0; s < o.steps; ++s) {
+            bytes = m.weightBytesPerStep() + m.kvBytesPerStep();
+            double t0 = now();
+            rt::throwIfError(m.decode(ids.data(), logits));
+            best = std::min(best, now() - t0);
+          }
+          double gbps = double(bytes) / best / 1e9;
+          std::printf("%-10s %-7s %7lld %5lld %7lld %12.2f %12.2f %9.2f %9.2f %6.3f %s\n",
+                      o.name.c_str(), "decode", (long long)context, (long long)batch,
+                      (long long)threads, best * 1e3, double(batch) / best, gbps, roof, gbps / roof,
+                      memory.c_str());
+          csv << o.name << ",decode," << context << "," << batch << "," << threads << ","
+              << o.kvDtype << "," << best << "," << double(batch) / best << "," << bytes << ","
+              << gbps << "," << roof << "," << gbps / roof << "," << memory << "\n";
         }
-        rt::model::ModelRunner &m = **runner;
-        rt::throwIfError(m.fillSyntheticKv(context));
-        std::vector<int32_t> ids(static_cast<size_t>(batch), 1);
-        std::vector<float> logits;
-        rt::throwIfError(m.decode(ids.data(), logits)); // warm-up
-        double best = 1e30;
-        uint64_t bytes = 0;
-        for (int64_t s = 0; s < o.steps; ++s) {
-          bytes = m.weightBytesPerStep() + m.kvBytesPerStep();
-          double t0 = now();
-          rt::throwIfError(m.decode(ids.data(), logits));
-          best = std::min(best, now() - t0);
-        }
-        double gbps = double(bytes) / best / 1e9;
-        std::printf("%-10s %-7s %7lld %5lld %7lld %12.2f %12.2f %9.2f %9.2f %6.3f %s\n",
-                    o.name.c_str(), "decode", (long long)context, (long long)batch,
-                    (long long)threads, best * 1e3, double(batch) / best, gbps, roof, gbps / roof,
-                    memory.c_str());
-        csv << o.name << ",decode," << context << "," << batch << "," << threads << ","
-            << o.kvDtype << "," << best << "," << double(batch) / best << "," << bytes << ","
-            << gbps << "," << roof << "," << gbps / roof << "," << memory << "\n";
       }
     for (int64_t prompt : o.prefill) {
       rt::model::RunnerOptions ro;
