@@ -111,9 +111,6 @@ int64_t targetVectorBits(const llvm::TargetMachine &tm) {
 constexpr int64_t kMaxVectorElements = 1 << 16;
 /// Largest constant (dense attribute) accepted, in elements.
 constexpr int64_t kMaxConstantElements = int64_t(1) << 24;
-/// Largest chunk the CPU kernels accept (tokens); the lowering refuses more as well.
-constexpr int64_t kMaxChunkTokens = int64_t(1) << 24;
-constexpr int64_t kMaxFarPrefetchBytes = int64_t(1) << 20; // as the lowering's bound
 
 /// The number of elements of |type| counting dynamic dimensions as 1, or nullopt when it
 /// overflows int64.
@@ -198,8 +195,11 @@ void checkRange(const char *name, int64_t value, int64_t max, const char *zero) 
 }
 
 void checkOptions(const CompileOptions &options) {
-  checkRange("chunk_tokens", options.chunkTokens, kMaxChunkTokens, "the lowering's default");
-  checkRange("far_prefetch_bytes", options.farPrefetchBytes, kMaxFarPrefetchBytes, "off");
+  // The lowering's own bounds (Pipelines.h), checked here to fail before any work.
+  checkRange("chunk_tokens", options.chunkTokens, mlir::hybridgen::kMaxChunkTokens,
+             "the lowering's default");
+  checkRange("far_prefetch_bytes", options.farPrefetchBytes, mlir::hybridgen::kMaxFarPrefetchBytes,
+             "off");
 }
 
 void buildPipeline(OpPassManager &pm, const CompileOptions &options, bool aot) {

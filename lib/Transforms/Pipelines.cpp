@@ -57,7 +57,7 @@ struct CPUPipelineCLOptions : PassPipelineOptions<CPUPipelineCLOptions> {
   Option<int64_t> farPrefetchBytes{
       *this, "far-prefetch-bytes",
       llvm::cl::desc("Far L2 prefetch distance of the dense vector kernel, bytes (0: off)"),
-      llvm::cl::init(8192)};
+      llvm::cl::init(kDefaultFarPrefetchBytes)};
   Option<bool> aot{*this, "aot", llvm::cl::desc("Set target CPU and features on every llvm.func"),
                    llvm::cl::init(false)};
   Option<std::string> targetCpu{*this, "target-cpu", llvm::cl::desc("CPU for aot ('host')"),

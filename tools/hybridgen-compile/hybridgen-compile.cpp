@@ -47,7 +47,7 @@ static cl::opt<int64_t> farPrefetchBytes(
     "far-prefetch-bytes",
     cl::desc("How far ahead the dense CPU kernel prefetches K and V into L2, bytes of one K "
              "stream (default 8192; 0 = off)"),
-    cl::init(8192), cl::cat(compileCategory));
+    cl::init(hybridgen::driver::CompileOptions().farPrefetchBytes), cl::cat(compileCategory));
 static cl::opt<bool> gpuKernels("gpu",
                                 cl::desc("Compile GPU partials to CUDA kernels embedded in the "
                                          "output (hg-hybrid-pipeline; CPU fallback at run time "

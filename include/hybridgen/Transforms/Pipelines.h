@@ -9,6 +9,17 @@
 
 namespace mlir::hybridgen {
 
+/// Bounds and defaults of the CPU lowering's options, one definition for the pass, the pipelines
+/// and the driver's checks.
+/// Largest chunk accepted: far beyond any useful one (a chunk is one thread's share of a
+/// sequence), and small enough that no index arithmetic on it can overflow.
+constexpr int64_t kMaxChunkTokens = int64_t(1) << 24;
+/// The dense vector kernel's far L2 prefetch (DenseBlock::logitsByTree): K and V lines this many
+/// bytes of one K stream ahead of the piece in use, in whole pieces. 8 KiB measured best on the
+/// Zen 4 guest of docs/cpu-path.md (1-4 pieces alike); 1 MiB is a generous upper bound.
+constexpr int64_t kDefaultFarPrefetchBytes = 8192;
+constexpr int64_t kMaxFarPrefetchBytes = int64_t(1) << 20;
+
 /// Options of `hg-cpu-pipeline` (hg dialect -> LLVM dialect, CPU only).
 struct CPUPipelineOptions {
   /// Lower partials of every device to CPU code (the no-GPU fallback).
@@ -23,7 +34,7 @@ struct CPUPipelineOptions {
   /// Vector width of the bf16/f16 KV kernels (0: vectorBits), e.g. 256 on AMD Zen 4.
   int64_t vectorBits16 = 0;
   /// Far L2 prefetch distance of the dense vector kernel in bytes of one K stream (0: off).
-  int64_t farPrefetchBytes = 8192;
+  int64_t farPrefetchBytes = kDefaultFarPrefetchBytes;
   /// Ahead-of-time code: name the CPU and its features on every llvm.func.
   bool aot = false;
   /// With aot: the CPU ("host" = this machine) and a feature list (empty = the CPU's).

@@ -8,6 +8,7 @@
 #define HYBRIDGEN_LIB_TRANSFORMS_CPU_CPUCODEGEN_H
 
 #include "hybridgen/Transforms/Passes.h"
+#include "hybridgen/Transforms/Pipelines.h"
 
 #include "mlir/IR/ImplicitLocOpBuilder.h"
 
@@ -21,11 +22,6 @@ namespace mlir::hybridgen::cpu {
 constexpr int64_t kMaxHeadDim = 512;
 constexpr int64_t kMaxBlockSize = 256;
 
-/// The dense vector kernel's far L2 prefetch (DenseBlock::logitsByTree): K and V lines this many
-/// bytes of one K stream ahead of the piece in use, in whole pieces. 8 KiB measured best on the
-/// Zen 4 guest of docs/cpu-path.md (1-4 pieces alike); 1 MiB is a generous upper bound.
-constexpr int64_t kDefaultFarPrefetchBytes = 8192;
-constexpr int64_t kMaxFarPrefetchBytes = int64_t(1) << 20;
 
 /// What one generated partial-attention kernel is specialized for. Two ops with equal configs
 /// share one kernel function.

@@ -40,9 +40,6 @@ constexpr int64_t kDefaultChunkTokens = 1024;
 /// against 0.793 of the roof; 2048 and 8192 measured like 4096. A chunk's first slots have no
 /// earlier ones to prefetch them, and its accumulators are set up and written out once.
 constexpr int64_t kDefaultAmxChunkTokens = 4096;
-/// Largest chunk accepted: far beyond any useful one (a chunk is one thread's share of a
-/// sequence), and small enough that no index arithmetic on it can overflow.
-constexpr int64_t kMaxChunkTokens = int64_t(1) << 24;
 
 bool hasIdentityLayout(Value v) { return cast<MemRefType>(v.getType()).getLayout().isIdentity(); }
 
