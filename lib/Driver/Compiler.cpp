@@ -209,6 +209,8 @@ void buildPipeline(OpPassManager &pm, const CompileOptions &options, bool aot) {
   mlir::hybridgen::CPUPipelineOptions opts;
   opts.amx = options.amx && tm->getMCSubtargetInfo()->checkFeatures("+amx-tile,+amx-bf16");
   opts.vectorBits = targetVectorBits(*tm);
+  opts.bf16Dot =
+      options.bf16Dot && tm->getMCSubtargetInfo()->checkFeatures("+avx512bf16,+avx512vl");
   if (options.vectorBits != 0) {
     if (options.vectorBits != 128 && options.vectorBits != 256 && options.vectorBits != 512)
       throw CompileError("vector_bits must be 0 (the target's), 128, 256 or 512, got " +

@@ -58,6 +58,10 @@ struct CPUPipelineCLOptions : PassPipelineOptions<CPUPipelineCLOptions> {
       *this, "far-prefetch-bytes",
       llvm::cl::desc("Far L2 prefetch distance of the dense vector kernel, bytes (0: off)"),
       llvm::cl::init(kDefaultFarPrefetchBytes)};
+  Option<bool> bf16Dot{*this, "bf16-dot",
+                       llvm::cl::desc("bf16 KV kernels use AVX512-BF16 dot products "
+                                      "(target needs avx512bf16 and avx512vl)"),
+                       llvm::cl::init(false)};
   Option<bool> aot{*this, "aot", llvm::cl::desc("Set target CPU and features on every llvm.func"),
                    llvm::cl::init(false)};
   Option<std::string> targetCpu{*this, "target-cpu", llvm::cl::desc("CPU for aot ('host')"),
@@ -80,6 +84,7 @@ void mlir::hybridgen::buildCPUPipeline(OpPassManager &pm, const CPUPipelineOptio
   lowerOpts.vectorBits = opts.vectorBits;
   lowerOpts.farPrefetchBytes = opts.farPrefetchBytes;
   lowerOpts.vectorBits16 = opts.vectorBits16;
+  lowerOpts.bf16Dot = opts.bf16Dot;
   pm.addPass(createHGLowerAttentionToCPU(lowerOpts));
   pm.addPass(createHGLowerRuntimeCalls());
   // Dense model ops (lib/Models) that are linalg on memrefs (norms, activations, residuals: small
@@ -104,6 +109,7 @@ void mlir::hybridgen::buildCPUPipeline(OpPassManager &pm, const CPUPipelineOptio
   ConvertVectorToLLVMPassOptions vectorOpts;
   vectorOpts.reassociateFPReductions = true;
   vectorOpts.amx = opts.amx;
+  vectorOpts.x86Vector = opts.bf16Dot;
   pm.addPass(createConvertVectorToLLVMPass(vectorOpts));
   pm.addPass(createUBToLLVMConversionPass());
   pm.addPass(createConvertOpenMPToLLVMPass());
@@ -138,6 +144,7 @@ void mlir::hybridgen::registerPipelines() {
         opts.vectorBits = cl.vectorBits;
         opts.farPrefetchBytes = cl.farPrefetchBytes;
         opts.vectorBits16 = cl.vectorBits16;
+        opts.bf16Dot = cl.bf16Dot;
         opts.aot = cl.aot;
         opts.targetCpu = cl.targetCpu;
         opts.targetFeatures = cl.targetFeatures;

@@ -36,6 +36,17 @@ def make_case(rng, *, lens, q_heads=8, kv_heads=2, head_dim=32, block_size=16, d
     return q, k, v, table, lens
 
 
+def poison_tails(k, v, table, lens, block_size):
+    """NaN (as bf16 bits) in every row of a sequence's last block past its length."""
+    kb, vb = k.view(np.uint16), v.view(np.uint16)
+    for b, n in enumerate(lens):
+        blocks = -(-int(n) // block_size)
+        if blocks and n % block_size:
+            blk = table[b, blocks - 1]
+            kb[blk, :, n % block_size:, :] = 0x7FC0
+            vb[blk, :, n % block_size:, :] = 0x7FC0
+
+
 def tolerance(dtype):
     # The KV values are exact in every dtype (the reference reads the same rounded values), so only
     # f32 accumulation error remains.

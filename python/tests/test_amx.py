@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 import hybridgen as hg
-from conftest import make_case, tolerance
+from conftest import make_case, poison_tails, tolerance
 
 CASES = [
     # group, kv heads, head dim, block, lens, split, window, softcap
@@ -18,17 +18,6 @@ CASES = [
     (4, 2, 128, 64, [700, 64, 65], 10**9, None, 7.0),
     (1, 3, 32, 32, [257, 31], 100, 300, None),
 ]
-
-
-def poison_tails(k, v, table, lens, block_size):
-    """NaN (as bf16 bits) in every row of a sequence's last block past its length."""
-    kb, vb = k.view(np.uint16), v.view(np.uint16)
-    for b, n in enumerate(lens):
-        blocks = -(-int(n) // block_size)
-        if blocks and n % block_size:
-            blk = table[b, blocks - 1]
-            kb[blk, :, n % block_size:, :] = 0x7FC0
-            vb[blk, :, n % block_size:, :] = 0x7FC0
 
 
 @pytest.mark.parametrize("case", CASES, ids=lambda c: f"g{c[0]}_kv{c[1]}_d{c[2]}_b{c[3]}")

@@ -39,6 +39,10 @@ static cl::opt<bool> useAmx("amx",
                             cl::desc("Use AMX tiles for bf16 KV if the target has them "
                                      "(--amx=false: vector code only)"),
                             cl::init(true), cl::cat(compileCategory));
+static cl::opt<bool> useBf16Dot("bf16-dot",
+                                cl::desc("Use AVX512-BF16 dot products for bf16 KV if the target "
+                                         "has them (--bf16-dot=false: f32 FMAs)"),
+                                cl::init(true), cl::cat(compileCategory));
 static cl::opt<int64_t> chunkTokens("chunk-tokens",
                                     cl::desc("Tokens per parallel CPU chunk "
                                              "(0 = 1024, or 4096 on the AMX path)"),
@@ -119,6 +123,7 @@ int main(int argc, char **argv) {
   options.chunkTokens = chunkTokens;
   options.farPrefetchBytes = farPrefetchBytes;
   options.amx = useAmx;
+  options.bf16Dot = useBf16Dot;
   options.gpuKernels = gpuKernels;
   options.gpuChip = gpuChip;
   options.gpuFeatures = gpuFeatures;

@@ -68,11 +68,14 @@ def HGLowerAttentionToCPU : Pass<"hg-lower-attention-to-cpu", "::mlir::ModuleOp"
     Option<"farPrefetchBytes", "far-prefetch-bytes", "int64_t", /*default=*/"8192",
            "How far ahead of the piece in use the dense vector kernel asks for K and V lines "
            "into L2, in bytes of one K stream (0: off; whole pieces, at least one)">,
+    Option<"bf16Dot", "bf16-dot", "bool", /*default=*/"false",
+           "The target has AVX512-BF16: bf16 KV kernels compute with bf16 dot products "
+           "(vdpbf16ps; q as hi + lo bf16 halves, p rounded to bf16 for p.V)">,
   ];
   let dependentDialects = [
     "::mlir::amx::AMXDialect", "::mlir::arith::ArithDialect", "::mlir::func::FuncDialect",
     "::mlir::math::MathDialect", "::mlir::memref::MemRefDialect", "::mlir::scf::SCFDialect",
-    "::mlir::vector::VectorDialect"
+    "::mlir::vector::VectorDialect", "::mlir::x86vector::X86VectorDialect"
   ];
 }
 

@@ -35,6 +35,8 @@ struct CPUPipelineOptions {
   int64_t vectorBits16 = 0;
   /// Far L2 prefetch distance of the dense vector kernel in bytes of one K stream (0: off).
   int64_t farPrefetchBytes = kDefaultFarPrefetchBytes;
+  /// The target has AVX512-BF16 (and VL): bf16 KV kernels use bf16 dot products (vdpbf16ps).
+  bool bf16Dot = false;
   /// Ahead-of-time code: name the CPU and its features on every llvm.func.
   bool aot = false;
   /// With aot: the CPU ("host" = this machine) and a feature list (empty = the CPU's).

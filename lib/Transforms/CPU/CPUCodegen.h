@@ -43,6 +43,9 @@ struct KernelConfig {
   int64_t vectorBits = 512;
   /// Distance of the far L2 prefetch in bytes of one K stream (0: none); see farPieces.
   int64_t farPrefetchBytes = kDefaultFarPrefetchBytes;
+  /// The target has AVX512-BF16 dot products (vdpbf16ps) and the kernel may use them for bf16
+  /// KV; where they apply is bf16DotApplies.
+  bool bf16Dot = false;
 
   int64_t group() const { return qHeads / kvHeads; }
   /// f32 lanes of one vector register, and the number of vector registers.
@@ -170,6 +173,12 @@ struct Emitter {
 
 //===- Per-block code of the dense kernel (DenseBlock.cpp) ------------------===//
 
+/// The column that lane |i| of the bf16 dot-product V accumulators holds, within a group of
+/// 2 x |lanes| columns: the accumulator pair (lo, hi) of a group comes from unpacking two rows'
+/// 2 x lanes bf16 within each 128-bit lane (vpunpcklwd / vpunpckhwd), so lo lane i holds column
+/// (i / 4) * 8 + i % 4 and hi lane i the same + 4; |i| in [0, 2 x lanes) counts lo then hi.
+int64_t dotPairColumn(int64_t i, int64_t lanes);
+
 /// Rows of a block whose logits one sum tree produces: the largest power of two <= the dot width
 /// dividing the block size; 0 when the dot width is not a power of two (odd head dims), where the
 /// row-by-row path is used.
@@ -186,6 +195,13 @@ bool bf16Pairs(const KernelConfig &c);
 /// needs a power-of-two group no wider than a power-of-two block for the max/sum trees.
 bool vectorStats(const KernelConfig &c);
 
+/// Whether the dense vector kernel computes with bf16 dot products (x86vector.avx512.dot, i.e.
+/// vdpbf16ps: 2 bf16 products per f32 lane and instruction, no widening): bf16 KV on a target
+/// with AVX512-BF16, tree logits, whole pairs of rows and register pairs. q·k is exact to ~2^-17
+/// (q enters as two bf16 halves, hi + lo); p.V takes p rounded to bf16 (as FlashAttention's
+/// P·V does), and the softmax sum adds the same rounded p, so the weights stay normalized.
+bool bf16DotApplies(const KernelConfig &c);
+
 /// Emits one block's logits, online-softmax update and V accumulation for the |gs| heads of one
 /// kv-head unit; the unit's scaled q, accumulators and statistics live on the stack, at index
 /// |unit|, between blocks.
@@ -196,6 +212,10 @@ struct DenseBlock {
   Value scores; // memref<gs x block_size x f32>: logits, then probabilities
   Value acc;    // memref<units x gs x head_dim x f32>: unnormalized outputs
   Value qs;     // memref<q_heads x head_dim x f32>: q scaled, as slices (see the dense kernel)
+                // with bf16DotApplies: memref<q_heads x 2 x head_dim x bf16>, q scaled as
+                // (hi, lo) bf16 halves in natural order
+  Value probs;  // with bf16DotApplies: memref<gs x block_size/2 x i32>, the probabilities as
+                // bf16 pairs of rows (2r, 2r+1), the operand p.V broadcasts
   Value maxes;  // memref<units x gs x f32>: running maxima
   Value sums;   // memref<units x gs x f32>: running probability sums
   Value unit;   // the kv-head unit the block updates
@@ -216,6 +236,10 @@ struct DenseBlock {
   /// slices, each K slice loaded and widened once for all heads in [g0, g1).
   SmallVector<Value> rowPartials(Value pb, Value kvh, Value r, ArrayRef<Value> qv, int64_t g0,
                                  int64_t g1);
+  /// rowPartials of several rows with bf16 dot products (bf16DotApplies), interleaved across
+  /// rows and heads; [row][head - g0].
+  SmallVector<SmallVector<Value>> rowsPartialsDot(Value pb, Value kvh, ArrayRef<Value> rows,
+                                                  ArrayRef<Value> qv, int64_t g0, int64_t g1);
   /// Logits of every row of the block into |scores|. Rows outside the token range are computed
   /// too (they are in the block, so in bounds) and masked by position afterwards: their values
   /// never reach the softmax, and the row groups stay static and fully unrolled.
@@ -230,6 +254,12 @@ struct DenseBlock {
   /// prefetches the K rows of kv head |kvhNext| in pool block |pbNext|, one row per row.
   void accumulateV(Value pb, Value kvh, Value lb, Value ub, int64_t unroll, ArrayRef<Value> alpha,
                    Value pbNext, Value kvhNext);
+  /// accumulateV with bf16 dot products (bf16DotApplies): rows in pairs, the two rows' V slices
+  /// interleaved (unpack order, see dotPairColumn) against the broadcast pair of probabilities.
+  /// With |r0|, |r1| set (a partial block), rows outside [r0, r1) are zeroed before use, since
+  /// their garbage times p = 0 could be NaN.
+  void accumulateVDot(Value pb, Value kvh, Value lb, Value ub, int64_t pairs,
+                      ArrayRef<Value> alpha, Value pbNext, Value kvhNext, Value r0, Value r1);
   /// One block of unit |unit| (kv head |kvh|): updates acc, maxes and sums at |unit|.
   /// (|pbNext|, |kvhNext|) is the piece (pool block, kv head) the caller computes next, whose K
   /// rows it prefetches.

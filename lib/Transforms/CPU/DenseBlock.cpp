@@ -7,6 +7,8 @@
 //===----------------------------------------------------------------------===//
 #include "CPUCodegen.h"
 
+#include "mlir/Dialect/X86Vector/X86VectorDialect.h"
+
 using namespace mlir;
 using namespace mlir::hybridgen;
 using namespace mlir::hybridgen::cpu;
@@ -100,6 +102,18 @@ bool cpu::vectorStats(const KernelConfig &c) {
   return gs > 1 && llvm::isPowerOf2_64(gs) && llvm::isPowerOf2_64(bs) && gs <= bs;
 }
 
+bool cpu::bf16DotApplies(const KernelConfig &c) {
+  int64_t pair = 2 * c.lanes();
+  return c.bf16Dot && c.kvType.isBF16() && c.topK == 0 && c.vectorBits >= 256 &&
+         c.dotWidth() == c.lanes() && c.headDim % pair == 0 && treeRows(c) > 0 &&
+         c.blockSize % 2 == 0 && c.accTileWidth() % pair == 0;
+}
+
+int64_t cpu::dotPairColumn(int64_t i, int64_t lanes) {
+  int64_t half = i / lanes, lane = i % lanes;
+  return (lane / 4) * 8 + half * 4 + lane % 4;
+}
+
 /// Asks for the K and V rows of kv head |kvh| in pool block |pb|.
 void DenseBlock::prefetchPiece(Value pb, Value kvh) {
   e.forEach(e.idx(0), e.idx(c.blockSize), e.idx(1), [&](Value r) {
@@ -170,6 +184,42 @@ SmallVector<Value> DenseBlock::rowPartials(Value pb, Value kvh, Value r, ArrayRe
   return part;
 }
 
+/// rowPartials for |rows| rows at once with bf16 dot products (bf16DotApplies): K rows as 2w-wide
+/// bf16 slices in natural order against q's (hi, lo) halves, both into one chain per row and
+/// head. The dot products are emitted slice by slice across all rows and heads, so that rows x
+/// heads (16) independent chains alternate: vdpbf16ps has a latency of ~6 cycles at 2 per cycle
+/// (AMD Zen 4).
+SmallVector<SmallVector<Value>> DenseBlock::rowsPartialsDot(Value pb, Value kvh,
+                                                            ArrayRef<Value> rows,
+                                                            ArrayRef<Value> qv, int64_t g0,
+                                                            int64_t g1) {
+  int64_t w = c.dotWidth(), ns = c.headDim / (2 * w), nr = rows.size(), nh = g1 - g0;
+  auto sliceType = VectorType::get({2 * w}, c.kvType);
+  Value zero = e.splat(e.cf(0.0f), w);
+  SmallVector<SmallVector<Value>> part(nr, SmallVector<Value>(nh, zero));
+  for (int64_t j = 0; j < ns; ++j) {
+    SmallVector<Value> kj;
+    for (Value r : rows)
+      kj.push_back(
+          vector::LoadOp::create(e.b, sliceType, k, ValueRange{pb, kvh, r, e.idx(j * 2 * w)}));
+    for (int64_t half = 0; half < 2; ++half) {
+      // q's halves are loaded where they are used: loaded once per block as values, LLVM copied
+      // all of them to spill slots at the top of every block.
+      SmallVector<Value> qj;
+      for (int64_t g = g0; g < g1; ++g) {
+        Value h = e.addi(e.muli(unit, e.idx(c.subGroup())), e.idx(g));
+        qj.push_back(vector::LoadOp::create(e.b, sliceType, qs,
+                                            ValueRange{h, e.idx(half), e.idx(j * 2 * w)}));
+      }
+      for (int64_t i = 0; i < nr; ++i)
+        for (int64_t g = g0; g < g1; ++g)
+          part[i][g - g0] =
+              x86vector::DotBF16Op::create(e.b, part[i][g - g0], qj[g - g0], kj[i]);
+    }
+  }
+  return part;
+}
+
 /// Logits of every row of the block into |scores|. Rows outside the token range are computed
 /// too (they are in the block, so in bounds) and masked by position afterwards: their values
 /// never reach the softmax, and the row groups stay static and fully unrolled.
@@ -186,10 +236,18 @@ void DenseBlock::logitsByTree(Value pb, Value kvh, ArrayRef<Value> qv) {
   int64_t hb = std::min<int64_t>(gs, regs / 8);
   if (c.kvType.isF32())
     hb = std::clamp<int64_t>((regs / 2) / (c.headDim / c.dotWidth()), 1, hb);
+  // The bf16 dot products read K as it is stored (no widening), so a pass takes all heads (up to
+  // 8) and as many rows at a time as keep 16 chains: with 2-head passes LLVM kept the first
+  // pass's K slices for the second and spilled them.
+  bool dot = bf16DotApplies(c);
+  if (dot)
+    hb = std::min<int64_t>(gs, 8);
+  int64_t dotRows = std::clamp<int64_t>(16 / hb, 1, std::min<int64_t>(4, rows));
   e.loop(e.idx(0), e.idx(bs), e.idx(rows), {}, [&](Value r0, ValueRange) {
     for (int64_t g0 = 0; g0 < gs; g0 += hb) {
       int64_t g1 = std::min(gs, g0 + hb);
       SmallVector<SumTree> trees(g1 - g0, SumTree{&e, c.dotWidth(), false, {}});
+      SmallVector<Value> group;
       for (int64_t i = 0; i < rows; ++i) {
         Value r = e.addi(r0, e.idx(i));
         if (g0 == 0) {
@@ -204,6 +262,17 @@ void DenseBlock::logitsByTree(Value pb, Value kvh, ArrayRef<Value> qv) {
             prefetchRow(k, pbFar, kvhFar, r, /*locality=*/2);
             prefetchRow(v, pbFar, kvhFar, r, /*locality=*/2);
           }
+        }
+        if (dot) {
+          // Groups of dotRows rows (rowsPartialsDot), pushed in row order.
+          group.push_back(r);
+          if (int64_t(group.size()) == dotRows) {
+            for (ArrayRef<Value> part : rowsPartialsDot(pb, kvh, group, qv, g0, g1))
+              for (int64_t g = g0; g < g1; ++g)
+                trees[g - g0].push(part[g - g0]);
+            group.clear();
+          }
+          continue;
         }
         SmallVector<Value> part = rowPartials(pb, kvh, r, qv, g0, g1);
         for (int64_t g = g0; g < g1; ++g)
@@ -271,14 +340,92 @@ void DenseBlock::accumulateV(Value pb, Value kvh, Value lb, Value ub, int64_t un
   }
 }
 
+/// The bf16 dot-product form of accumulateV: per pair of rows (2r, 2r+1) and 2w columns, the
+/// rows' bf16 slices are unpacked into (v[2r][c], v[2r+1][c]) pairs (dotPairColumn's order) and
+/// each head's accumulators take one vdpbf16ps against the broadcast pair (p[g][2r],
+/// p[g][2r+1]): half the multiply instructions of widened FMAs, and no widening.
+void DenseBlock::accumulateVDot(Value pb, Value kvh, Value lb, Value ub, int64_t pairs,
+                                ArrayRef<Value> alpha, Value pbNext, Value kvhNext, Value r0,
+                                Value r1) {
+  ImplicitLocOpBuilder &b = e.b;
+  int64_t gs = c.subGroup(), tw = c.accTileWidth(), nt = c.headDim / tw, w = c.dotWidth();
+  int64_t np = tw / w;
+  auto pieceType = VectorType::get({w}, e.f32());
+  auto sliceType = VectorType::get({2 * w}, c.kvType);
+  SmallVector<int64_t> loMask, hiMask;
+  for (int64_t i = 0; i < w; ++i) {
+    int64_t lo = dotPairColumn(i, w), hi = dotPairColumn(w + i, w);
+    loMask.append({lo, 2 * w + lo});
+    hiMask.append({hi, 2 * w + hi});
+  }
+  Value zeroSlice = e.splat(arith::ConstantOp::create(b, b.getZeroAttr(c.kvType)), 2 * w);
+  for (int64_t t = 0; t < nt; ++t) {
+    int64_t col = t * tw;
+    auto at = [&](int64_t off) { return e.idx(col + off); };
+    SmallVector<Value> tile; // head-major, np pieces per head
+    for (int64_t g = 0; g < gs; ++g) {
+      Value a = e.splat(alpha[g], w);
+      for (int64_t i = 0; i < np; ++i)
+        tile.push_back(e.mulf(
+            vector::LoadOp::create(b, pieceType, acc,
+                                   ValueRange{unit, e.idx(g), at(i * w)}),
+            a));
+    }
+    tile = e.loop(lb, ub, e.idx(2 * pairs), tile, [&](Value rBase, ValueRange a) {
+      SmallVector<Value> next(a);
+      for (int64_t u = 0; u < pairs; ++u) {
+        Value rEven = e.addi(rBase, e.idx(2 * u)), rOdd = e.addi(rEven, e.idx(1));
+        if (t == 0 && pbNext) {
+          prefetchRow(k, pbNext, kvhNext, rEven, /*locality=*/3);
+          prefetchRow(k, pbNext, kvhNext, rOdd, /*locality=*/3);
+        }
+        SmallVector<Value> vs; // np pieces: (lo, hi) per 2w columns
+        for (int64_t j = 0; j < tw; j += 2 * w) {
+          Value even = vector::LoadOp::create(b, sliceType, v,
+                                              ValueRange{pb, kvh, rEven, at(j)});
+          Value odd = vector::LoadOp::create(b, sliceType, v,
+                                             ValueRange{pb, kvh, rOdd, at(j)});
+          if (r0) {
+            // p is 0 outside [r0, r1), but 0 x garbage may be NaN: zero those rows.
+            even = e.select(e.cmpi(arith::CmpIPredicate::sge, rEven, r0), even, zeroSlice);
+            odd = e.select(e.cmpi(arith::CmpIPredicate::slt, rOdd, r1), odd, zeroSlice);
+          }
+          vs.push_back(vector::ShuffleOp::create(b, even, odd, loMask));
+          vs.push_back(vector::ShuffleOp::create(b, even, odd, hiMask));
+        }
+        Value pairIndex = e.divi(rEven, e.idx(2));
+        for (int64_t g = 0; g < gs; ++g) {
+          for (int64_t half = 0; half < 2; ++half) {
+            // One i32 of two bf16 probabilities (rows 2r, 2r+1), broadcast: vbroadcastss.
+            Value pp = e.splat(
+                memref::LoadOp::create(b, probs, ValueRange{e.idx(half), e.idx(g), pairIndex}), w);
+            Value pv = vector::BitCastOp::create(b, sliceType, pp);
+            for (int64_t i = 0; i < np; ++i)
+              next[g * np + i] = x86vector::DotBF16Op::create(b, next[g * np + i], vs[i], pv);
+          }
+        }
+      }
+      return next;
+    });
+    for (int64_t g = 0; g < gs; ++g)
+      for (int64_t i = 0; i < np; ++i)
+        vector::StoreOp::create(b, tile[g * np + i], acc,
+                                ValueRange{unit, e.idx(g), at(i * w)});
+  }
+}
+
+
 /// One block of unit |unit|: updates acc[unit], maxes[unit] and sums[unit].
 void DenseBlock::block(Value s, Value kvh, Value blk, Value t0, Value t1, Value pbNext,
                        Value kvhNext) {
   int64_t gs = c.subGroup(), bs = c.blockSize, w = c.dotWidth();
   ImplicitLocOpBuilder &b = e.b;
+  bool dot = bf16DotApplies(c);
   SmallVector<Value> qv;
   for (int64_t g = 0; g < gs; ++g) {
     Value h = e.addi(e.muli(unit, e.idx(gs)), e.idx(g));
+    if (dot)
+      continue; // rowsPartialsDot loads q's bf16 halves where it uses them
     for (int64_t col = 0; col < c.headDim; col += w)
       qv.push_back(vector::LoadOp::create(b, VectorType::get({w}, e.f32()), qs,
                                           ValueRange{h, e.idx(col)}));
@@ -345,6 +492,19 @@ void DenseBlock::block(Value s, Value kvh, Value blk, Value t0, Value t1, Value 
   }
   auto probabilities = [&](int64_t g, Value mNew) {
     Value p = e.select(mask, e.exp(e.subf(lgs[g], e.splat(mNew, bs))), zeros);
+    if (dot) {
+      // p as (hi, lo) bf16 halves (p = hi + lo to ~2^-17), each stored as i32 pairs of rows.
+      auto halfType = VectorType::get({bs}, c.kvType);
+      auto pairsType = VectorType::get({bs / 2}, b.getI32Type());
+      Value hi = arith::TruncFOp::create(b, halfType, p);
+      Value lo =
+          arith::TruncFOp::create(b, halfType, e.subf(p, arith::ExtFOp::create(b, rowType, hi)));
+      Value halves[] = {hi, lo};
+      for (int64_t half = 0; half < 2; ++half)
+        vector::StoreOp::create(b, vector::BitCastOp::create(b, pairsType, halves[half]), probs,
+                                ValueRange{e.idx(half), e.idx(g), e.idx(0)});
+      return p;
+    }
     vector::StoreOp::create(b, p, scores, ValueRange{e.idx(g), e.idx(0)});
     return p;
   };
@@ -400,6 +560,22 @@ void DenseBlock::block(Value s, Value kvh, Value blk, Value t0, Value t1, Value 
       unroll = u;
       break;
     }
+  if (dot) {
+    // Pairs of rows; a partial block walks the pairs that hold its rows and zeroes the others.
+    Value pairLo = e.muli(e.divi(r0, e.idx(2)), e.idx(2));
+    Value pairHi = e.muli(e.ceilDiv(r1, 2), e.idx(2));
+    int64_t pairs = std::max<int64_t>(1, unroll / 2);
+    while (bs % (2 * pairs) != 0)
+      --pairs;
+    e.ifThenElse(
+        full,
+        [&] {
+          accumulateVDot(pb, kvh, e.idx(0), e.idx(bs), pairs, alpha, nextK, kvhNext, Value(),
+                         Value());
+        },
+        [&] { accumulateVDot(pb, kvh, pairLo, pairHi, 1, alpha, nextK, kvhNext, r0, r1); });
+    return;
+  }
   e.ifThenElse(
       full, [&] { accumulateV(pb, kvh, e.idx(0), e.idx(bs), unroll, alpha, nextK, kvhNext); },
       [&] { accumulateV(pb, kvh, r0, r1, 1, alpha, nextK, kvhNext); });

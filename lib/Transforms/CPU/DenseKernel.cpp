@@ -33,9 +33,13 @@ int64_t KernelConfig::accTileWidth() const {
   // accumulators. On AVX2 (16 ymm), 128 lanes filled the whole register file: 6 of the 16
   // accumulators were reloaded and stored back around every FMA (callgrind on an x86-64-v3
   // build, f32: 0.41 instructions per KV byte, a third of them stack moves).
+  // The bf16 dot-product path (bf16DotApplies; AVX-512 targets, 32 registers at any width) takes
+  // 16: at 8 (4 heads x 2 registers) each accumulator's vdpbf16ps chain waited on its ~6-cycle
+  // latency, p.V ran 1.2 of 2 dot products per cycle on Zen 4.
   int64_t gs = subGroup(), l = lanes();
+  int64_t budget = bf16Dot && kvType.isBF16() ? 16 : 8;
   for (int64_t tw = headDim; tw >= l; --tw)
-    if (headDim % tw == 0 && tw % l == 0 && gs * tw <= 8 * l)
+    if (headDim % tw == 0 && tw % l == 0 && gs * tw <= budget * l)
       return tw;
   return headDim % l == 0 ? l : headDim;
 }
@@ -45,7 +49,8 @@ std::string KernelConfig::mangle() const {
          llvm::formatv("_k{0}_t{1}{2}", topK, chunkTokens, amxApplies(*this) ? "_amx" : "").str() +
          (vectorBits == 512 ? "" : "_v" + std::to_string(vectorBits)) +
          (farPrefetchBytes == kDefaultFarPrefetchBytes ? ""
-                                                       : "_f" + std::to_string(farPrefetchBytes));
+                                                       : "_f" + std::to_string(farPrefetchBytes)) +
+         (bf16DotApplies(*this) ? "_dp" : "");
 }
 
 SmallVector<Type> cpu::kernelArgTypes(MLIRContext *ctx, const KernelConfig &c) {
@@ -132,7 +137,7 @@ func::FuncOp cpu::buildDenseKernel(ModuleOp module, StringRef name, const Kernel
   Value sm = memref::AllocOp::create(b, statType, ValueRange{rows});
   Value sl = memref::AllocOp::create(b, statType, ValueRange{rows});
 
-  DenseBlock body{e, c, k, v, table, {}, {}, {}, {}, {}, {}, {}, {}};
+  DenseBlock body{e, c, k, v, table, {}, {}, {}, {}, {}, {}, {}, {}, {}};
   int64_t w = c.dotWidth(), tw = c.accTileWidth(), nw = d / w;
   // One iteration per (sequence, unit group, chunk) walks its kv-head units slot-major: block by
   // block, and in a block unit by unit, so K and V are read as whole contiguous pool blocks (all
@@ -157,7 +162,12 @@ func::FuncOp cpu::buildDenseKernel(ModuleOp module, StringRef name, const Kernel
     body.acc = memref::AllocaOp::create(b, MemRefType::get({c.kvHeads * nsub, gs, d}, e.f32()));
     // q of every head, scaled, as the dot-width slices the block code takes (qv[g * nw + j] at
     // column j * w), in the (even, odd) order of bf16Pairs where it applies.
-    body.qs = memref::AllocaOp::create(b, MemRefType::get({c.qHeads, d}, e.f32()));
+    bool dot = bf16DotApplies(c);
+    body.qs = dot ? memref::AllocaOp::create(b, MemRefType::get({c.qHeads, 2, d}, c.kvType))
+                  : memref::AllocaOp::create(b, MemRefType::get({c.qHeads, d}, e.f32()));
+    if (dot)
+      body.probs =
+          memref::AllocaOp::create(b, MemRefType::get({2, gs, bs / 2}, b.getI32Type()));
     auto statType = MemRefType::get({c.kvHeads * nsub, gs}, e.f32());
     body.maxes = memref::AllocaOp::create(b, statType);
     body.sums = memref::AllocaOp::create(b, statType);
@@ -171,6 +181,23 @@ func::FuncOp cpu::buildDenseKernel(ModuleOp module, StringRef name, const Kernel
                                   ValueRange{u, e.idx(g), e.idx(col)});
         memref::StoreOp::create(b, e.negInf(), body.maxes, ValueRange{u, e.idx(g)});
         memref::StoreOp::create(b, e.cf(0.0f), body.sums, ValueRange{u, e.idx(g)});
+        if (dot) {
+          // q scaled = hi + lo, both bf16 (hi rounded to nearest, lo the rounded rest): the
+          // bf16 dot products then see q to ~2^-17 relative instead of bf16's 2^-9.
+          auto rowType = VectorType::get({2 * w}, e.f32());
+          auto halfType = VectorType::get({2 * w}, c.kvType);
+          Value scale2W = e.splat(e.cf(c.scale), 2 * w);
+          for (int64_t j = 0; j < d; j += 2 * w) {
+            Value q32 = e.mulf(vector::LoadOp::create(b, rowType, q, ValueRange{s, h, e.idx(j)}),
+                               scale2W);
+            Value hi = arith::TruncFOp::create(b, halfType, q32);
+            Value lo =
+                arith::TruncFOp::create(b, halfType, e.subf(q32, arith::ExtFOp::create(b, rowType, hi)));
+            vector::StoreOp::create(b, hi, body.qs, ValueRange{h, e.idx(0), e.idx(j)});
+            vector::StoreOp::create(b, lo, body.qs, ValueRange{h, e.idx(1), e.idx(j)});
+          }
+          continue;
+        }
         SmallVector<Value> slices;
         if (bf16Pairs(c)) {
           SmallVector<int64_t> evens, odds;
@@ -233,7 +260,18 @@ func::FuncOp cpu::buildDenseKernel(ModuleOp module, StringRef name, const Kernel
           e.muli(e.addi(e.muli(e.addi(e.muli(s, units), u), numChunks), ci), e.idx(gs));
       for (int64_t g = 0; g < gs; ++g) {
         Value row = e.addi(row0, e.idx(g));
-        if (bf16Pairs(c)) {
+        if (dot) {
+          // Back from the unpack order of the bf16 dot products (dotPairColumn) to the natural.
+          SmallVector<int64_t> natural(2 * w);
+          for (int64_t i = 0; i < 2 * w; ++i)
+            natural[dotPairColumn(i, w)] = i;
+          auto group = VectorType::get({2 * w}, e.f32());
+          for (int64_t col = 0; col < d; col += 2 * w) {
+            Value x = vector::LoadOp::create(b, group, body.acc, ValueRange{u, e.idx(g), e.idx(col)});
+            vector::StoreOp::create(b, vector::ShuffleOp::create(b, x, x, natural), so,
+                                    ValueRange{row, e.idx(col)});
+          }
+        } else if (bf16Pairs(c)) {
           // Back from the (even, odd) order to the natural one.
           SmallVector<int64_t> zip;
           for (int64_t i = 0; i < w; ++i) {

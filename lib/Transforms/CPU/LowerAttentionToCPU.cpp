@@ -60,6 +60,7 @@ struct LowerAttentionToCPUPass
     if (vectorBits16 > 0 && !c.kvType.isF32())
       c.vectorBits = std::min<int64_t>(vectorBits16, vectorBits);
     c.farPrefetchBytes = farPrefetchBytes;
+    c.bf16Dot = bf16Dot;
     int64_t chunk = chunkTokens > 0     ? int64_t(chunkTokens)
                     : cpu::amxApplies(c) ? kDefaultAmxChunkTokens
                                          : kDefaultChunkTokens;

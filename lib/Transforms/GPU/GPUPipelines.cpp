@@ -67,6 +67,9 @@ struct HybridCLOptions : PassPipelineOptions<HybridCLOptions> {
                               llvm::cl::init(0)};
   Option<bool> amx{*this, "amx", llvm::cl::desc("AMX-BF16 path of the CPU kernel"),
                    llvm::cl::init(false)};
+  Option<bool> bf16Dot{*this, "bf16-dot",
+                       llvm::cl::desc("AVX512-BF16 dot products in the CPU kernel's bf16 path"),
+                       llvm::cl::init(false)};
   Option<bool> aot{*this, "aot", llvm::cl::desc("Set target CPU and features on every llvm.func"),
                    llvm::cl::init(false)};
   Option<std::string> chip{*this, "chip", llvm::cl::desc("GPU architecture (sm_80, sm_90, ...)"),
@@ -142,6 +145,7 @@ void mlir::hybridgen::registerGPUPipelines() {
         opts.cpu.allDevices = cl.allDevices;
         opts.cpu.chunkTokens = cl.chunkTokens;
         opts.cpu.amx = cl.amx;
+        opts.cpu.bf16Dot = cl.bf16Dot;
         opts.cpu.aot = cl.aot;
         opts.gpu.chip = cl.chip;
         opts.gpu.features = cl.features;
