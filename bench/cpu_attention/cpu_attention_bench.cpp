@@ -5,7 +5,7 @@
 //                                 [--threads=1,2] [--max-gib=4.5] [--min-seconds=0.4]
 //                                 [--aot=PATH.so] [--save-aot=DIR] [--q-heads=32] [--block=16]
 //                                 [--chunk-tokens=N] [--reuse-blocks=N] [--no-amx]
-//                                 [--no-bf16-dot]
+//                                 [--bf16-dot]
 //
 // --aot compiles ahead of time to PATH.so (hybridgen-compile's path) and calls it through
 // AotLibrary instead of the JIT, so `perf record -e cpu-clock` + `perf annotate` see symbols.
@@ -14,7 +14,7 @@
 // --q-heads, --block and --chunk-tokens change the GQA group, the block size and the tokens per
 // parallel chunk (profiling experiments; 0: the lowering's default).
 // --no-amx compiles without the AMX-BF16 path (bf16 KV then runs the vector kernel).
-// --no-bf16-dot keeps the bf16 vector kernel on f32 FMAs where the target has AVX512-BF16.
+// --bf16-dot lets the bf16 vector kernel use AVX512-BF16 dot products where the target has them.
 // --reuse-blocks=N points every sequence's blocks at the first N pool blocks (cache-resident KV:
 // the kernel's compute rate; GB/s then counts logical bytes).
 //
@@ -47,8 +47,8 @@ int main(int argc, char **argv) {
       options.vectorBits = std::stoll(a.substr(14));
     else if (a == "--no-amx")
       options.amx = false;
-    else if (a == "--no-bf16-dot")
-      options.bf16Dot = false;
+    else if (a == "--bf16-dot")
+      options.bf16Dot = true;
     else if (a.rfind("--target-cpu=", 0) == 0)
       options.targetCpu = a.substr(13);
     else if (a.rfind("--target-features=", 0) == 0)

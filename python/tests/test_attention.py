@@ -27,7 +27,7 @@ def test_dense_matches_reference(rng, dtype, heads):
 @pytest.mark.parametrize("heads", [(8, 2), (9, 3), (16, 2)], ids=["g4", "g3", "g8"])
 @pytest.mark.parametrize("split", [0, 17, 33, 1000], ids=lambda s: f"split{s}")
 def test_bf16_dot_products_match_f32_path(rng, heads, split):
-    """bf16 KV with vdpbf16ps (the default where the CPU has AVX512-BF16; q and p as bf16 hi + lo
+    """bf16 KV with vdpbf16ps (bf16_dot, where the CPU has AVX512-BF16; q and p as bf16 hi + lo
     halves) against the f32 FMA path: odd split points start and end partial pairs of rows, and
     NaN past each sequence's end must not leak through p = 0. Trivially tight without the
     instructions (both compiles then run the FMA path)."""
@@ -36,7 +36,7 @@ def test_bf16_dot_products_match_f32_path(rng, heads, split):
                                      head_dim=64, dtype="bf16")
     poison_tails(k, v, table, lens, 16)
     kw = dict(q_heads=qh, kv_heads=kvh, head_dim=64, split=split)
-    dot = compile_for("bf16", options={"amx": False}, **kw)(q, k, v, table, lens)
+    dot = compile_for("bf16", options={"amx": False, "bf16_dot": True}, **kw)(q, k, v, table, lens)
     fma = compile_for("bf16", options={"amx": False, "bf16_dot": False}, **kw)(q, k, v, table, lens)
     ref = hg.reference_attention(q, k, v, table, lens)
     assert np.isfinite(dot).all()
@@ -90,18 +90,15 @@ def test_runtime_split_reads_installed_scheduler(rng, split):
 @pytest.mark.parametrize("dtype", ["f32", "bf16"])
 def test_sparse_with_large_top_k_equals_dense(rng, dtype):
     q, k, v, table, lens = make_case(rng, lens=[90, 33], dtype=dtype)
-    # Same arithmetic with the f32 vector kernels only (the sparse kernel has neither the AMX path
-    # nor the bf16 dot products, which the dense kernel, and the dense second device of the sparse
-    # module, take where the CPU has them).
-    vector_only = {"amx": False, "bf16_dot": False}
+    # Same arithmetic with the vector kernels only (the sparse kernel has no AMX path, while the
+    # dense kernel, and the dense second device of the sparse module, take it where available).
+    vector_only = {"amx": False}
     dense = compile_for(dtype, split=40, options=vector_only)(q, k, v, table, lens)
     sparse = compile_for(dtype, split=40, sparse=True, top_k=128, options=vector_only)(q, k, v, table, lens)
     np.testing.assert_allclose(sparse, dense, rtol=1e-5, atol=1e-6)
-    # With the defaults the dense arithmetic may keep q and p as bf16 hi + lo halves (~16 bits; the
-    # AMX and bf16 dot-product paths): equal to that precision.
     dense = compile_for(dtype, split=40)(q, k, v, table, lens)
     sparse = compile_for(dtype, split=40, sparse=True, top_k=128)(q, k, v, table, lens)
-    np.testing.assert_allclose(sparse, dense, rtol=1e-5, atol=1e-6 if dtype == "f32" else 1e-5)
+    np.testing.assert_allclose(sparse, dense, **tolerance(dtype))
     np.testing.assert_allclose(sparse, hg.reference_attention(q, k, v, table, lens), **tolerance(dtype))
 
 

@@ -41,8 +41,8 @@ static cl::opt<bool> useAmx("amx",
                             cl::init(true), cl::cat(compileCategory));
 static cl::opt<bool> useBf16Dot("bf16-dot",
                                 cl::desc("Use AVX512-BF16 dot products for bf16 KV if the target "
-                                         "has them (--bf16-dot=false: f32 FMAs)"),
-                                cl::init(true), cl::cat(compileCategory));
+                                         "has them (default: f32 FMAs on widened KV)"),
+                                cl::init(false), cl::cat(compileCategory));
 static cl::opt<int64_t> chunkTokens("chunk-tokens",
                                     cl::desc("Tokens per parallel CPU chunk "
                                              "(0 = 1024, or 4096 on the AMX path)"),

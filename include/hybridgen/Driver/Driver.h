@@ -61,9 +61,10 @@ struct CompileOptions {
   /// with AVX-512, 256 with AVX2, else 128); 256 or 128 narrower on purpose (must not exceed it).
   int64_t vectorBits = 0;
   /// Use AVX512-BF16 dot products (vdpbf16ps) in the bf16 KV kernels when the target has them
-  /// (AMD Zen 4/5, Intel Cooper Lake and later): q enters as two bf16 halves (exact to ~2^-17),
-  /// p.V takes p rounded to bf16 (as FlashAttention's P.V does). false: f32 FMAs on widened KV.
-  bool bf16Dot = true;
+  /// (AMD Zen 4/5, Intel Cooper Lake and later), q and p as bf16 hi + lo halves (~2^-17). Off by
+  /// default: on AMD Zen 4 it measured as fast as the f32 FMAs on widened KV, which keep f32's
+  /// precision (docs/cpu-path.md, "The bf16 dot-product path").
+  bool bf16Dot = false;
   /// Shared libraries the JIT loads (libomp, the runtime); empty = the defaults found at build time.
   std::vector<std::string> sharedLibs;
   /// File name that diagnostics (file:line:col) name for the MLIR text.

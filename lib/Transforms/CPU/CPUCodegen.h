@@ -41,6 +41,9 @@ struct KernelConfig {
   /// dot width, the accumulator tiles and the heads per logit pass are sized from it, so that the
   /// loop-carried values of the hot loops fit the register file instead of spilling.
   int64_t vectorBits = 512;
+  /// Width of the target's widest registers (vectorBits may be narrower on purpose, e.g. the
+  /// 256-bit tiles of 16-bit KV on AMD Zen 4): 512 means 32 registers at any tile width.
+  int64_t targetVectorBits = 512;
   /// Distance of the far L2 prefetch in bytes of one K stream (0: none); see farPieces.
   int64_t farPrefetchBytes = kDefaultFarPrefetchBytes;
   /// The target has AVX512-BF16 dot products (vdpbf16ps) and the kernel may use them for bf16
@@ -51,6 +54,8 @@ struct KernelConfig {
   /// f32 lanes of one vector register, and the number of vector registers.
   int64_t lanes() const { return vectorBits / 32; }
   int64_t vectorRegs() const { return vectorBits >= 512 ? 32 : 16; }
+  /// Registers the target has (32 with AVX-512 whatever the tile width, else 16).
+  int64_t targetRegs() const { return targetVectorBits >= 512 ? 32 : 16; }
   /// Pieces (one kv-head unit's rows of one block) between the piece in use and the one the far
   /// prefetch asks for: farPrefetchBytes in whole K pieces, at least one; 0 when off.
   int64_t farPieces() const {
@@ -195,6 +200,12 @@ bool bf16Pairs(const KernelConfig &c);
 /// needs a power-of-two group no wider than a power-of-two block for the max/sum trees.
 bool vectorStats(const KernelConfig &c);
 
+/// Whether the f32-FMA logits of 16-bit KV take rows in groups of 4, interleaved (rowsPartialsFma),
+/// and p.V 16-register accumulator tiles: 16-bit tiles narrower than a 32-register target (AMD
+/// Zen 4's 256-bit tiles for bf16/f16). Measured there 0.42 -> 0.50 of the roof on one thread;
+/// on AVX2's 16 registers and for f32 it measured no better, so those keep the row-by-row code.
+bool interleavedFma(const KernelConfig &c);
+
 /// Whether the dense vector kernel computes with bf16 dot products (x86vector.avx512.dot, i.e.
 /// vdpbf16ps: 2 bf16 products per f32 lane and instruction, no widening): bf16 KV on a target
 /// with AVX512-BF16, tree logits, whole pairs of rows and register pairs. q·k is exact to ~2^-17
@@ -240,6 +251,10 @@ struct DenseBlock {
   /// rows and heads; [row][head - g0].
   SmallVector<SmallVector<Value>> rowsPartialsDot(Value pb, Value kvh, ArrayRef<Value> rows,
                                                   ArrayRef<Value> qv, int64_t g0, int64_t g1);
+  /// rowPartials of several rows with f32 FMAs (interleavedFma), slice by slice across the rows
+  /// and heads, q loaded where it is used; [row][head - g0].
+  SmallVector<SmallVector<Value>> rowsPartialsFma(Value pb, Value kvh, ArrayRef<Value> rows,
+                                                  int64_t g0, int64_t g1);
   /// Logits of every row of the block into |scores|. Rows outside the token range are computed
   /// too (they are in the block, so in bounds) and masked by position afterwards: their values
   /// never reach the softmax, and the row groups stay static and fully unrolled.

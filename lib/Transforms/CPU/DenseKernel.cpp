@@ -37,7 +37,10 @@ int64_t KernelConfig::accTileWidth() const {
   // 16: at 8 (4 heads x 2 registers) each accumulator's vdpbf16ps chain waited on its ~6-cycle
   // latency, p.V ran 1.2 of 2 dot products per cycle on Zen 4.
   int64_t gs = subGroup(), l = lanes();
-  int64_t budget = bf16Dot && kvType.isBF16() ? 16 : 8;
+  // So does interleavedFma (16-bit tiles narrower than a 32-register target).
+  bool wide = targetRegs() == 32 && ((bf16Dot && kvType.isBF16()) ||
+                                     (!kvType.isF32() && vectorBits < targetVectorBits));
+  int64_t budget = wide ? 16 : 8;
   for (int64_t tw = headDim; tw >= l; --tw)
     if (headDim % tw == 0 && tw % l == 0 && gs * tw <= budget * l)
       return tw;
@@ -50,7 +53,7 @@ std::string KernelConfig::mangle() const {
          (vectorBits == 512 ? "" : "_v" + std::to_string(vectorBits)) +
          (farPrefetchBytes == kDefaultFarPrefetchBytes ? ""
                                                        : "_f" + std::to_string(farPrefetchBytes)) +
-         (bf16DotApplies(*this) ? "_dp" : "");
+         (bf16DotApplies(*this) ? "_dp" : "") + (interleavedFma(*this) ? "_il" : "");
 }
 
 SmallVector<Type> cpu::kernelArgTypes(MLIRContext *ctx, const KernelConfig &c) {

@@ -55,6 +55,7 @@ struct LowerAttentionToCPUPass
     c.topK = op.getTopK().value_or(0);
     c.amx = amx;
     c.vectorBits = vectorBits;
+    c.targetVectorBits = vectorBits;
     // 16-bit KV may be given narrower register tiles than the target's widest (the driver does
     // so on AMD Zen 4, where they measured faster: docs/cpu-path.md).
     if (vectorBits16 > 0 && !c.kvType.isF32())

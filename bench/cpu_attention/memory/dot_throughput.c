@@ -1,0 +1,63 @@
+// dot_throughput.c: how many vector multiply-adds one core retires per cycle, the compute limit of
+// decode attention (docs/cpu-path.md, "The bf16 dot-product path"). Twelve independent
+// accumulators, so latency is hidden and only throughput counts; the clock comes from a chain of
+// dependent integer adds (one per cycle), so the figures are per cycle of this core as it runs.
+// Not part of the build (it needs AVX-512 with BF16):
+//
+//   clang-22 -O2 -mavx512f -mavx512vl -mavx512bf16 bench/cpu_attention/memory/dot_throughput.c \
+//       -o /tmp/dot_throughput && chrt -f 90 /tmp/dot_throughput
+#include <stdio.h>
+#include <time.h>
+
+static double now(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return t.tv_sec + t.tv_nsec * 1e-9;
+}
+
+enum { kIters = 100000000 };
+
+// Twelve instructions of OP into accumulators 0-11 from registers 14 and 15 of width REG.
+#define TWELVE(OP, REG)                                                                            \
+  OP " %%" REG "14,%%" REG "15,%%" REG "0\n\t" OP " %%" REG "14,%%" REG "15,%%" REG "1\n\t" OP     \
+     " %%" REG "14,%%" REG "15,%%" REG "2\n\t" OP " %%" REG "14,%%" REG "15,%%" REG "3\n\t" OP     \
+     " %%" REG "14,%%" REG "15,%%" REG "4\n\t" OP " %%" REG "14,%%" REG "15,%%" REG "5\n\t" OP     \
+     " %%" REG "14,%%" REG "15,%%" REG "6\n\t" OP " %%" REG "14,%%" REG "15,%%" REG "7\n\t" OP     \
+     " %%" REG "14,%%" REG "15,%%" REG "8\n\t" OP " %%" REG "14,%%" REG "15,%%" REG "9\n\t" OP     \
+     " %%" REG "14,%%" REG "15,%%" REG "10\n\t" OP " %%" REG "14,%%" REG "15,%%" REG "11\n\t"
+
+#define MEASURE(BODY)                                                                              \
+  ({                                                                                               \
+    long n = kIters;                                                                               \
+    double t0 = now();                                                                             \
+    __asm__ volatile("vpxor %%xmm14,%%xmm14,%%xmm14\n\tvpxor %%xmm15,%%xmm15,%%xmm15\n1:\n\t" BODY \
+                     "dec %0\n\tjnz 1b"                                                            \
+                     : "+r"(n)                                                                     \
+                     :                                                                             \
+                     : "xmm0", "xmm1", "xmm2", "xmm3", "xmm4", "xmm5", "xmm6", "xmm7", "xmm8",     \
+                       "xmm9", "xmm10", "xmm11", "xmm14", "xmm15");                                \
+    12.0 * kIters / (now() - t0);                                                                  \
+  })
+
+int main(void) {
+  long n = 2 * (long)kIters, x = 0;
+  double t0 = now();
+  for (long i = 0; i < n; ++i)
+    __asm__ volatile("add $1, %0\n\tadd $1, %0\n\tadd $1, %0\n\tadd $1, %0" : "+r"(x));
+  double hz = 4.0 * n / (now() - t0);
+  printf("clock ~%.2f GHz (dependent adds)\n", hz / 1e9);
+  struct {
+    const char *name;
+    double perSecond;
+    int macs;
+  } rows[] = {
+      {"vfmadd231ps ymm (8 f32 MACs)", MEASURE(TWELVE("vfmadd231ps", "ymm")), 8},
+      {"vfmadd231ps zmm (16 f32 MACs)", MEASURE(TWELVE("vfmadd231ps", "zmm")), 16},
+      {"vdpbf16ps ymm (16 bf16 MACs)", MEASURE(TWELVE("vdpbf16ps", "ymm")), 16},
+      {"vdpbf16ps zmm (32 bf16 MACs)", MEASURE(TWELVE("vdpbf16ps", "zmm")), 32},
+  };
+  for (unsigned i = 0; i < sizeof rows / sizeof rows[0]; ++i)
+    printf("%-32s %.2f per cycle, %.1f GMAC/s\n", rows[i].name, rows[i].perSecond / hz,
+           rows[i].perSecond * rows[i].macs / 1e9);
+  return 0;
+}
