@@ -24,7 +24,7 @@ def test_dense_matches_reference(rng, dtype, heads):
     np.testing.assert_allclose(out, hg.reference_attention(q, k, v, table, lens), **tolerance(dtype))
 
 
-@pytest.mark.parametrize("heads", [(8, 2), (9, 3), (16, 2)], ids=["g4", "g3", "g8"])
+@pytest.mark.parametrize("heads", [(8, 2), (9, 3), (10, 2), (16, 2)], ids=["g4", "g3", "g5", "g8"])
 @pytest.mark.parametrize("split", [0, 17, 33, 1000], ids=lambda s: f"split{s}")
 def test_bf16_dot_products_match_f32_path(rng, heads, split):
     """bf16 KV with vdpbf16ps (bf16_dot, where the CPU has AVX512-BF16; q and p as bf16 hi + lo

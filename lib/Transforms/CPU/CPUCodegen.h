@@ -250,7 +250,7 @@ struct DenseBlock {
   /// rowPartials of several rows with bf16 dot products (bf16DotApplies), interleaved across
   /// rows and heads; [row][head - g0].
   SmallVector<SmallVector<Value>> rowsPartialsDot(Value pb, Value kvh, ArrayRef<Value> rows,
-                                                  ArrayRef<Value> qv, int64_t g0, int64_t g1);
+                                                  int64_t g0, int64_t g1);
   /// rowPartials of several rows with f32 FMAs (interleavedFma), slice by slice across the rows
   /// and heads, q loaded where it is used; [row][head - g0].
   SmallVector<SmallVector<Value>> rowsPartialsFma(Value pb, Value kvh, ArrayRef<Value> rows,

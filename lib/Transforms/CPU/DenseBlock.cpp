@@ -195,8 +195,7 @@ SmallVector<Value> DenseBlock::rowPartials(Value pb, Value kvh, Value r, ArrayRe
 /// heads (16) independent chains alternate: vdpbf16ps has a latency of ~6 cycles at 2 per cycle
 /// (AMD Zen 4).
 SmallVector<SmallVector<Value>> DenseBlock::rowsPartialsDot(Value pb, Value kvh,
-                                                            ArrayRef<Value> rows,
-                                                            ArrayRef<Value> qv, int64_t g0,
+                                                            ArrayRef<Value> rows, int64_t g0,
                                                             int64_t g1) {
   int64_t w = c.dotWidth(), ns = c.headDim / (2 * w), nr = rows.size(), nh = g1 - g0;
   auto sliceType = VectorType::get({2 * w}, c.kvType);
@@ -269,15 +268,18 @@ void DenseBlock::logitsByTree(Value pb, Value kvh, ArrayRef<Value> qv) {
   if (c.kvType.isF32())
     hb = std::clamp<int64_t>((regs / 2) / (c.headDim / c.dotWidth()), 1, hb);
   // The bf16 dot products read K as it is stored (no widening), so a pass takes all heads (up to
-  // 8) and as many rows at a time as keep 16 chains: with 2-head passes LLVM kept the first
+  // 8) and as many rows at a time as keep <= 16 chains: with 2-head passes LLVM kept the first
   // pass's K slices for the second and spilled them.
   bool dot = bf16DotApplies(c);
   if (dot)
     hb = std::min<int64_t>(gs, 8);
-  int64_t dotRows = std::clamp<int64_t>(16 / hb, 1, std::min<int64_t>(4, rows));
+  // Rows per group: a power of two, so that groups tile the tree's rows (a power of two >= 4
+  // wherever a group path applies). interleavedFma: 4 rows x the pass's heads (2 measured
+  // slower).
   bool grouped = dot || interleavedFma(c);
-  if (!dot)
-    dotRows = 4; // interleavedFma: 4 rows x the pass's 2 heads (measured against 2 rows)
+  int64_t groupRows =
+      dot ? int64_t(llvm::bit_floor(uint64_t(std::clamp<int64_t>(16 / hb, 1, std::min<int64_t>(4, rows)))))
+          : 4;
   e.loop(e.idx(0), e.idx(bs), e.idx(rows), {}, [&](Value r0, ValueRange) {
     for (int64_t g0 = 0; g0 < gs; g0 += hb) {
       int64_t g1 = std::min(gs, g0 + hb);
@@ -299,10 +301,10 @@ void DenseBlock::logitsByTree(Value pb, Value kvh, ArrayRef<Value> qv) {
           }
         }
         if (grouped) {
-          // Groups of dotRows rows, pushed in row order.
+          // Groups of groupRows rows, pushed in row order.
           group.push_back(r);
-          if (int64_t(group.size()) == dotRows) {
-            for (ArrayRef<Value> part : dot ? rowsPartialsDot(pb, kvh, group, qv, g0, g1)
+          if (int64_t(group.size()) == groupRows) {
+            for (ArrayRef<Value> part : dot ? rowsPartialsDot(pb, kvh, group, g0, g1)
                                             : rowsPartialsFma(pb, kvh, group, g0, g1))
               for (int64_t g = g0; g < g1; ++g)
                 trees[g - g0].push(part[g - g0]);
