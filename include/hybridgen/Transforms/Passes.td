@@ -70,7 +70,7 @@ def HGLowerAttentionToCPU : Pass<"hg-lower-attention-to-cpu", "::mlir::ModuleOp"
            "into L2, in bytes of one K stream (0: off; whole pieces, at least one)">,
     Option<"bf16Dot", "bf16-dot", "bool", /*default=*/"false",
            "The target has AVX512-BF16: bf16 KV kernels compute with bf16 dot products "
-           "(vdpbf16ps; q as hi + lo bf16 halves, p rounded to bf16 for p.V)">,
+           "(vdpbf16ps; q and p as hi + lo bf16 halves)">,
   ];
   let dependentDialects = [
     "::mlir::amx::AMXDialect", "::mlir::arith::ArithDialect", "::mlir::func::FuncDialect",

@@ -208,9 +208,9 @@ bool interleavedFma(const KernelConfig &c);
 
 /// Whether the dense vector kernel computes with bf16 dot products (x86vector.avx512.dot, i.e.
 /// vdpbf16ps: 2 bf16 products per f32 lane and instruction, no widening): bf16 KV on a target
-/// with AVX512-BF16, tree logits, whole pairs of rows and register pairs. q·k is exact to ~2^-17
-/// (q enters as two bf16 halves, hi + lo); p.V takes p rounded to bf16 (as FlashAttention's
-/// P·V does), and the softmax sum adds the same rounded p, so the weights stay normalized.
+/// with AVX512-BF16, tree logits, whole pairs of rows and register pairs. q and p enter as two
+/// bf16 halves each (hi, and the bf16 rounding of the rest), so both keep ~2^-17: as many
+/// multiply-adds as f32 FMAs, without the widening.
 bool bf16DotApplies(const KernelConfig &c);
 
 /// Emits one block's logits, online-softmax update and V accumulation for the |gs| heads of one
@@ -225,8 +225,8 @@ struct DenseBlock {
   Value qs;     // memref<q_heads x head_dim x f32>: q scaled, as slices (see the dense kernel)
                 // with bf16DotApplies: memref<q_heads x 2 x head_dim x bf16>, q scaled as
                 // (hi, lo) bf16 halves in natural order
-  Value probs;  // with bf16DotApplies: memref<gs x block_size/2 x i32>, the probabilities as
-                // bf16 pairs of rows (2r, 2r+1), the operand p.V broadcasts
+  Value probs;  // with bf16DotApplies: memref<2 x gs x block_size/2 x i32>, the probabilities'
+                // (hi, lo) bf16 halves as pairs of rows (2r, 2r+1), the operands p.V broadcasts
   Value maxes;  // memref<units x gs x f32>: running maxima
   Value sums;   // memref<units x gs x f32>: running probability sums
   Value unit;   // the kv-head unit the block updates
@@ -275,6 +275,10 @@ struct DenseBlock {
   /// their garbage times p = 0 could be NaN.
   void accumulateVDot(Value pb, Value kvh, Value lb, Value ub, int64_t pairs,
                       ArrayRef<Value> alpha, Value pbNext, Value kvhNext, Value r0, Value r1);
+  /// The accumulators of columns [col, col + accTileWidth) of every head of the unit, scaled by
+  /// the heads' |alpha| (head-major, dot-width pieces), and their store back.
+  SmallVector<Value> loadTile(int64_t col, ArrayRef<Value> alpha);
+  void storeTile(ArrayRef<Value> tile, int64_t col);
   /// One block of unit |unit| (kv head |kvh|): updates acc, maxes and sums at |unit|.
   /// (|pbNext|, |kvhNext|) is the piece (pool block, kv head) the caller computes next, whose K
   /// rows it prefetches.

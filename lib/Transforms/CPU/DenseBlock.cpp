@@ -343,18 +343,9 @@ void DenseBlock::accumulateV(Value pb, Value kvh, Value lb, Value ub, int64_t un
                              ArrayRef<Value> alpha, Value pbNext, Value kvhNext) {
   int64_t gs = c.subGroup(), tw = c.accTileWidth(), nt = c.headDim / tw, w = c.dotWidth();
   int64_t np = tw / w; // dot-width pieces per tile and head
-  auto pieceType = VectorType::get({w}, e.f32());
   for (int64_t t = 0; t < nt; ++t) {
     int64_t col = t * tw;
-    SmallVector<Value> tile; // head-major, np pieces per head
-    for (int64_t g = 0; g < gs; ++g) {
-      Value a = e.splat(alpha[g], w);
-      for (int64_t i = 0; i < np; ++i)
-        tile.push_back(e.mulf(
-            vector::LoadOp::create(e.b, pieceType, acc,
-                                   ValueRange{unit, e.idx(g), e.idx(col + i * w)}),
-            a));
-    }
+    SmallVector<Value> tile = loadTile(col, alpha); // head-major, np pieces per head
     tile = e.loop(lb, ub, e.idx(unroll), tile, [&](Value r0, ValueRange a) {
       SmallVector<Value> next(a);
       for (int64_t u = 0; u < unroll; ++u) {
@@ -371,24 +362,20 @@ void DenseBlock::accumulateV(Value pb, Value kvh, Value lb, Value ub, int64_t un
       }
       return next;
     });
-    for (int64_t g = 0; g < gs; ++g)
-      for (int64_t i = 0; i < np; ++i)
-        vector::StoreOp::create(e.b, tile[g * np + i], acc,
-                                ValueRange{unit, e.idx(g), e.idx(col + i * w)});
+    storeTile(tile, col);
   }
 }
 
 /// The bf16 dot-product form of accumulateV: per pair of rows (2r, 2r+1) and 2w columns, the
 /// rows' bf16 slices are unpacked into (v[2r][c], v[2r+1][c]) pairs (dotPairColumn's order) and
 /// each head's accumulators take one vdpbf16ps against the broadcast pair (p[g][2r],
-/// p[g][2r+1]): half the multiply instructions of widened FMAs, and no widening.
+/// p[g][2r+1]) of each half (hi, lo) of p: as many multiply-adds as widened FMAs, no widening.
 void DenseBlock::accumulateVDot(Value pb, Value kvh, Value lb, Value ub, int64_t pairs,
                                 ArrayRef<Value> alpha, Value pbNext, Value kvhNext, Value r0,
                                 Value r1) {
   ImplicitLocOpBuilder &b = e.b;
   int64_t gs = c.subGroup(), tw = c.accTileWidth(), nt = c.headDim / tw, w = c.dotWidth();
   int64_t np = tw / w;
-  auto pieceType = VectorType::get({w}, e.f32());
   auto sliceType = VectorType::get({2 * w}, c.kvType);
   SmallVector<int64_t> loMask, hiMask;
   for (int64_t i = 0; i < w; ++i) {
@@ -400,15 +387,7 @@ void DenseBlock::accumulateVDot(Value pb, Value kvh, Value lb, Value ub, int64_t
   for (int64_t t = 0; t < nt; ++t) {
     int64_t col = t * tw;
     auto at = [&](int64_t off) { return e.idx(col + off); };
-    SmallVector<Value> tile; // head-major, np pieces per head
-    for (int64_t g = 0; g < gs; ++g) {
-      Value a = e.splat(alpha[g], w);
-      for (int64_t i = 0; i < np; ++i)
-        tile.push_back(e.mulf(
-            vector::LoadOp::create(b, pieceType, acc,
-                                   ValueRange{unit, e.idx(g), at(i * w)}),
-            a));
-    }
+    SmallVector<Value> tile = loadTile(col, alpha); // head-major, np pieces per head
     tile = e.loop(lb, ub, e.idx(2 * pairs), tile, [&](Value rBase, ValueRange a) {
       SmallVector<Value> next(a);
       for (int64_t u = 0; u < pairs; ++u) {
@@ -445,13 +424,31 @@ void DenseBlock::accumulateVDot(Value pb, Value kvh, Value lb, Value ub, int64_t
       }
       return next;
     });
-    for (int64_t g = 0; g < gs; ++g)
-      for (int64_t i = 0; i < np; ++i)
-        vector::StoreOp::create(b, tile[g * np + i], acc,
-                                ValueRange{unit, e.idx(g), at(i * w)});
+    storeTile(tile, col);
   }
 }
 
+SmallVector<Value> DenseBlock::loadTile(int64_t col, ArrayRef<Value> alpha) {
+  int64_t w = c.dotWidth(), np = c.accTileWidth() / w;
+  auto pieceType = VectorType::get({w}, e.f32());
+  SmallVector<Value> tile;
+  for (int64_t g = 0; g < c.subGroup(); ++g) {
+    Value a = e.splat(alpha[g], w);
+    for (int64_t i = 0; i < np; ++i)
+      tile.push_back(e.mulf(vector::LoadOp::create(e.b, pieceType, acc,
+                                                   ValueRange{unit, e.idx(g), e.idx(col + i * w)}),
+                            a));
+  }
+  return tile;
+}
+
+void DenseBlock::storeTile(ArrayRef<Value> tile, int64_t col) {
+  int64_t w = c.dotWidth(), np = c.accTileWidth() / w;
+  for (int64_t g = 0; g < c.subGroup(); ++g)
+    for (int64_t i = 0; i < np; ++i)
+      vector::StoreOp::create(e.b, tile[g * np + i], acc,
+                              ValueRange{unit, e.idx(g), e.idx(col + i * w)});
+}
 
 /// One block of unit |unit|: updates acc[unit], maxes[unit] and sums[unit].
 void DenseBlock::block(Value s, Value kvh, Value blk, Value t0, Value t1, Value pbNext,
@@ -459,11 +456,11 @@ void DenseBlock::block(Value s, Value kvh, Value blk, Value t0, Value t1, Value 
   int64_t gs = c.subGroup(), bs = c.blockSize, w = c.dotWidth();
   ImplicitLocOpBuilder &b = e.b;
   bool dot = bf16DotApplies(c);
+  // q's slices as values, for the row-by-row logits; the grouped ones (rowsPartialsDot/Fma) load
+  // q where they use it.
   SmallVector<Value> qv;
-  for (int64_t g = 0; g < gs; ++g) {
+  for (int64_t g = 0; g < gs && !dot && !interleavedFma(c); ++g) {
     Value h = e.addi(e.muli(unit, e.idx(gs)), e.idx(g));
-    if (dot)
-      continue; // rowsPartialsDot loads q's bf16 halves where it uses them
     for (int64_t col = 0; col < c.headDim; col += w)
       qv.push_back(vector::LoadOp::create(b, VectorType::get({w}, e.f32()), qs,
                                           ValueRange{h, e.idx(col)}));
