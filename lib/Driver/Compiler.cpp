@@ -198,8 +198,9 @@ void checkOptions(const CompileOptions &options) {
   // The lowering's own bounds (Pipelines.h), checked here to fail before any work.
   checkRange("chunk_tokens", options.chunkTokens, mlir::hybridgen::kMaxChunkTokens,
              "the lowering's default");
-  checkRange("far_prefetch_bytes", options.farPrefetchBytes, mlir::hybridgen::kMaxFarPrefetchBytes,
-             "off");
+  if (options.farPrefetchBytes != mlir::hybridgen::kTargetFarPrefetchBytes)
+    checkRange("far_prefetch_bytes", options.farPrefetchBytes,
+               mlir::hybridgen::kMaxFarPrefetchBytes, "off; -1: the target's default");
 }
 
 void buildPipeline(OpPassManager &pm, const CompileOptions &options, bool aot) {

@@ -56,8 +56,9 @@ struct CPUPipelineCLOptions : PassPipelineOptions<CPUPipelineCLOptions> {
       llvm::cl::init(0)};
   Option<int64_t> farPrefetchBytes{
       *this, "far-prefetch-bytes",
-      llvm::cl::desc("Far L2 prefetch distance of the dense vector kernel, bytes (0: off)"),
-      llvm::cl::init(kDefaultFarPrefetchBytes)};
+      llvm::cl::desc("Far L2 prefetch distance of the dense vector kernel, bytes (0: off; "
+                     "-1: the target's default)"),
+      llvm::cl::init(kTargetFarPrefetchBytes)};
   Option<bool> bf16Dot{*this, "bf16-dot",
                        llvm::cl::desc("bf16 KV kernels use AVX512-BF16 dot products "
                                       "(target needs avx512bf16 and avx512vl)"),

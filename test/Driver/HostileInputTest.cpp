@@ -94,7 +94,7 @@ TEST(HostileInput, ChunkTokensOutOfRangeIsRefused) {
 
 TEST(HostileInput, FarPrefetchBytesOutOfRangeIsRefused) {
   expectRefused(&CompileOptions::farPrefetchBytes,
-                {int64_t(-1), INT64_MAX, (int64_t(1) << 20) + 1},
+                {int64_t(-2), INT64_MIN, INT64_MAX, (int64_t(1) << 20) + 1},
                 "far_prefetch_bytes must be in [0, 1048576]");
 }
 

@@ -1,6 +1,7 @@
 // RUN: hybridgen-opt %s -split-input-file -hg-lower-attention-to-cpu="vector-bits=256" | FileCheck %s
 // RUN: hybridgen-opt %s -split-input-file -hg-lower-attention-to-cpu="vector-bits=256" -hg-cpu-pipeline="aot=true target-cpu=x86-64-v3" | FileCheck %s --check-prefix=LLVM
 // RUN: not hybridgen-opt %s -split-input-file -hg-lower-attention-to-cpu="vector-bits=100" 2>&1 | FileCheck %s --check-prefix=BAD
+// RUN: hybridgen-opt %s -split-input-file -hg-lower-attention-to-cpu="vector-bits=512" | FileCheck %s --check-prefix=Z512
 
 // vector-bits=256 (AVX2: 16 ymm registers) sizes the dense kernel for 8-lane vectors: dot slices,
 // V accumulator tiles of 4 heads x 16 lanes (8 ymm, not 4 x 32 = 16, which spilled 6
@@ -59,3 +60,33 @@ func.func @dense_f16_avx2(%q: memref<1x8x64xf32>, %k: memref<8x2x16x64xf16>,
   return
 }
 // BAD: error: 'hg.partial_attention' op vector-bits must be 128, 256 or 512, got 100
+
+// -----
+
+// On a 16-register target the row-by-row f32 logits load q's slices where they use them (held as
+// values, LLVM copied a head's 16 slices to spill slots at the top of every block), and each row's
+// prefetches take a row index tied to the previous row's result (row 0 if it is NaN), so code
+// generation keeps them beside their rows instead of hoisting a block's ~300 into one burst.
+// 512-bit tiles keep the code as it was: no such select.
+// CHECK-LABEL: func.func @dense_f32_avx2
+// CHECK: func.func private @__hg_cpu_dense_f32{{.*}}_v256(
+// CHECK: %[[Q:.*]] = vector.load %{{.*}} : memref<32x128xf32>, vector<8xf32>
+// CHECK-NEXT: arith.mulf %[[Q]], %{{.*}} : vector<8xf32>
+// CHECK: %[[LAST:.*]] = vector.extract %{{.*}}[0] : f32 from vector<8xf32>
+// CHECK: %[[NAN:.*]] = arith.cmpf uno, %[[LAST]], %[[LAST]] : f32
+// CHECK: %[[ROW:.*]] = arith.select %[[NAN]], %{{.*}}, %{{.*}} : index
+// CHECK: memref.prefetch %{{.*}}[%{{.*}}, %{{.*}}, %[[ROW]], %{{.*}}]
+// Z512-LABEL: func.func @dense_f32_avx2
+// Z512-NOT: arith.cmpf uno
+func.func @dense_f32_avx2(%q: memref<1x32x128xf32>, %k: memref<64x8x16x128xf32>,
+                          %v: memref<64x8x16x128xf32>, %bt: memref<1x64xi32>,
+                          %lens: memref<1xi32>, %o: memref<1x32x128xf32>, %m: memref<1x32xf32>,
+                          %l: memref<1x32xf32>) {
+  %c0 = arith.constant 0 : index
+  hg.partial_attention q(%q : memref<1x32x128xf32>)
+      kv(%k, %v : memref<64x8x16x128xf32>, memref<64x8x16x128xf32>)
+      table(%bt : memref<1x64xi32>) lens(%lens : memref<1xi32>) range [%c0, len) on cpu
+      -> o(%o : memref<1x32x128xf32>) m(%m : memref<1x32xf32>) l(%l : memref<1x32xf32>)
+      {scale = 0.0883883461 : f32}
+  return
+}

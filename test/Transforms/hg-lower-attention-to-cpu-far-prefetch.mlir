@@ -1,7 +1,7 @@
 // RUN: hybridgen-opt %s -hg-lower-attention-to-cpu -canonicalize | FileCheck %s
 // RUN: hybridgen-opt %s -hg-lower-attention-to-cpu="far-prefetch-bytes=0" -canonicalize | FileCheck %s --check-prefix=OFF
 // RUN: hybridgen-opt %s -hg-lower-attention-to-cpu="far-prefetch-bytes=2048" -canonicalize | FileCheck %s --check-prefix=ONE
-// RUN: not hybridgen-opt %s -hg-lower-attention-to-cpu="far-prefetch-bytes=-1" 2>&1 | FileCheck %s --check-prefix=NEG
+// RUN: not hybridgen-opt %s -hg-lower-attention-to-cpu="far-prefetch-bytes=-2" 2>&1 | FileCheck %s --check-prefix=NEG
 // RUN: not hybridgen-opt %s -hg-lower-attention-to-cpu="far-prefetch-bytes=2097152" 2>&1 | FileCheck %s --check-prefix=NEG
 
 // The far prefetch of the dense vector kernel (docs/cpu-path.md, "Memory behaviour on Zen 4").
@@ -53,7 +53,7 @@
 // OFF-NEXT: memref.prefetch %arg2[%[[PB]], %[[U]], %c0, %c32], read, locality<2>, data
 // OFF-NEXT: vector.load %arg1[%[[PB]], %[[U]], %c0, %c0] : memref<?x2x16x64xbf16>, vector<32xbf16>
 
-// NEG: far-prefetch-bytes must be in [0, 1048576] (0: off)
+// NEG: far-prefetch-bytes must be -1 (the target's default) or in [0, 1048576] (0: off)
 func.func @dense_bf16(%q: memref<1x8x64xf32>, %k: memref<8x2x16x64xbf16>,
                       %v: memref<8x2x16x64xbf16>, %bt: memref<1x8xi32>, %lens: memref<1xi32>,
                       %o: memref<1x8x64xf32>, %m: memref<1x8xf32>, %l: memref<1x8xf32>) {

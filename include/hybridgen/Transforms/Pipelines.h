@@ -19,6 +19,10 @@ constexpr int64_t kMaxChunkTokens = int64_t(1) << 24;
 /// Zen 4 guest of docs/cpu-path.md (1-4 pieces alike); 1 MiB is a generous upper bound.
 constexpr int64_t kDefaultFarPrefetchBytes = 8192;
 constexpr int64_t kMaxFarPrefetchBytes = int64_t(1) << 20;
+/// The far-prefetch setting that asks for the target's default: kDefaultFarPrefetchBytes, or 0 on
+/// targets with 16 vector registers (AVX2-only CPUs), where the kernel's prefetches are paced by
+/// its rows and measured best without the far one (AMD Zen 3, docs/cpu-path.md).
+constexpr int64_t kTargetFarPrefetchBytes = -1;
 
 /// Options of `hg-cpu-pipeline` (hg dialect -> LLVM dialect, CPU only).
 struct CPUPipelineOptions {
@@ -33,8 +37,9 @@ struct CPUPipelineOptions {
   int64_t vectorBits = 512;
   /// Vector width of the bf16/f16 KV kernels (0: vectorBits), e.g. 256 on AMD Zen 4.
   int64_t vectorBits16 = 0;
-  /// Far L2 prefetch distance of the dense vector kernel in bytes of one K stream (0: off).
-  int64_t farPrefetchBytes = kDefaultFarPrefetchBytes;
+  /// Far L2 prefetch distance of the dense vector kernel in bytes of one K stream (0: off;
+  /// kTargetFarPrefetchBytes: the target's default).
+  int64_t farPrefetchBytes = kTargetFarPrefetchBytes;
   /// The target has AVX512-BF16 (and VL): bf16 KV kernels use bf16 dot products (vdpbf16ps).
   bool bf16Dot = false;
   /// Ahead-of-time code: name the CPU and its features on every llvm.func.

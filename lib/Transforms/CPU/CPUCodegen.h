@@ -206,6 +206,21 @@ bool vectorStats(const KernelConfig &c);
 /// on AVX2's 16 registers and for f32 it measured no better, so those keep the row-by-row code.
 bool interleavedFma(const KernelConfig &c);
 
+/// Whether each row's prefetches are tied to the previous row's result (prefetchRow), so that
+/// code generation keeps them beside the rows they were emitted with: AVX2-only targets (16
+/// registers), where it was measured.
+bool pacedPrefetch(const KernelConfig &c);
+
+/// The far prefetch distance a kernel gets unless one is asked for: none with pacedPrefetch (on
+/// AMD Zen 3 the paced near prefetches alone read 0.58 of the roof, with the far one 8 or 32 KiB
+/// ahead 0.51), else kDefaultFarPrefetchBytes.
+int64_t defaultFarPrefetchBytes(const KernelConfig &c);
+
+/// Whether the row-by-row logits load q's slices where they use them instead of holding them as
+/// values for the whole block: on 16 registers the slices of even one head do not fit, and LLVM
+/// copied all of them to spill slots at the top of every block.
+bool qAtUse(const KernelConfig &c);
+
 /// Whether the dense vector kernel computes with bf16 dot products (x86vector.avx512.dot, i.e.
 /// vdpbf16ps: 2 bf16 products per f32 lane and instruction, no widening): bf16 KV on a target
 /// with AVX512-BF16, tree logits, whole pairs of rows and register pairs. q and p enter as two
@@ -233,6 +248,9 @@ struct DenseBlock {
   /// The piece (pool block, kv head) c.farPieces() after this one in slot-major order, whose K
   /// and V rows the logits prefetch into L2; null when the far prefetch is off.
   Value pbFar, kvhFar;
+  /// With pacedPrefetch: an f32 result of the row computed last, which prefetchRow makes the
+  /// next prefetch addresses depend on (null: none yet).
+  Value prefetchAfter;
 
   /// Asks for the K and V rows of kv head |kvh| in pool block |pb|.
   void prefetchPiece(Value pb, Value kvh);

@@ -114,6 +114,14 @@ bool cpu::interleavedFma(const KernelConfig &c) {
          c.vectorBits < c.targetVectorBits && c.dotWidth() == c.lanes() && treeRows(c) >= 4;
 }
 
+bool cpu::pacedPrefetch(const KernelConfig &c) { return c.targetRegs() == 16; }
+
+int64_t cpu::defaultFarPrefetchBytes(const KernelConfig &c) {
+  return pacedPrefetch(c) ? 0 : kDefaultFarPrefetchBytes;
+}
+
+bool cpu::qAtUse(const KernelConfig &c) { return c.targetRegs() == 16; }
+
 int64_t cpu::dotPairColumn(int64_t i, int64_t lanes) {
   int64_t half = i / lanes, lane = i % lanes;
   return (lane / 4) * 8 + half * 4 + lane % 4;
@@ -138,6 +146,15 @@ void DenseBlock::prefetchPiece(Value pb, Value kvh) {
 /// the rest) 0.68; V of the next piece instead of this one, into L2, 0.767. The bf16 vector kernel
 /// is bound by its math and did not change (0.642 -> 0.645).
 void DenseBlock::prefetchRow(Value pool, Value pb, Value kvh, Value r, int32_t locality) {
+  if (prefetchAfter) {
+    // Row 0 instead of row r if the previous row's result is NaN: either address is correct (a
+    // prefetch changes no result), but LLVM cannot prove the address independent of that row,
+    // so instruction selection keeps the prefetches after it. Without this it hoisted all of a
+    // block's ~300 prefetches (V, far K and V of 16 rows) to the top of the block: a burst that
+    // fills the core's L1 miss buffers while the math waits behind it.
+    Value nan = e.cmpf(arith::CmpFPredicate::UNO, prefetchAfter, prefetchAfter);
+    r = e.select(nan, e.idx(0), r);
+  }
   int64_t eltBytes = c.kvType.getIntOrFloatBitWidth() / 8;
   int64_t perLine = std::max<int64_t>(1, 64 / eltBytes);
   for (int64_t col = 0; col < c.headDim; col += perLine)
@@ -182,9 +199,18 @@ SmallVector<Value> DenseBlock::rowPartials(Value pb, Value kvh, Value r, ArrayRe
   SmallVector<Value> ks = loadSlices(k, pb, kvh, r, 0, c.headDim);
   for (int64_t j = 0; j < nw; ++j) {
     Value kj = ks[j];
-    for (int64_t g = g0; g < g1; ++g)
-      part[g - g0] = j == 0 ? e.mulf(qv[g * nw + j], kj)
-                            : Value(vector::FMAOp::create(e.b, qv[g * nw + j], kj, part[g - g0]));
+    for (int64_t g = g0; g < g1; ++g) {
+      Value q;
+      if (qv.empty()) {
+        Value h = e.addi(e.muli(unit, e.idx(c.subGroup())), e.idx(g));
+        q = vector::LoadOp::create(e.b, VectorType::get({c.dotWidth()}, e.f32()), qs,
+                                   ValueRange{h, e.idx(j * c.dotWidth())});
+      } else {
+        q = qv[g * nw + j];
+      }
+      part[g - g0] =
+          j == 0 ? e.mulf(q, kj) : Value(vector::FMAOp::create(e.b, q, kj, part[g - g0]));
+    }
   }
   return part;
 }
@@ -304,8 +330,12 @@ void DenseBlock::logitsByTree(Value pb, Value kvh, ArrayRef<Value> qv) {
           // Groups of groupRows rows, pushed in row order.
           group.push_back(r);
           if (int64_t(group.size()) == groupRows) {
-            for (ArrayRef<Value> part : dot ? rowsPartialsDot(pb, kvh, group, g0, g1)
-                                            : rowsPartialsFma(pb, kvh, group, g0, g1))
+            SmallVector<SmallVector<Value>> parts =
+                dot ? rowsPartialsDot(pb, kvh, group, g0, g1)
+                    : rowsPartialsFma(pb, kvh, group, g0, g1);
+            if (g0 == 0 && pacedPrefetch(c))
+              prefetchAfter = vector::ExtractOp::create(e.b, parts.back()[0], 0);
+            for (ArrayRef<Value> part : parts)
               for (int64_t g = g0; g < g1; ++g)
                 trees[g - g0].push(part[g - g0]);
             group.clear();
@@ -313,12 +343,15 @@ void DenseBlock::logitsByTree(Value pb, Value kvh, ArrayRef<Value> qv) {
           continue;
         }
         SmallVector<Value> part = rowPartials(pb, kvh, r, qv, g0, g1);
+        if (g0 == 0 && pacedPrefetch(c))
+          prefetchAfter = vector::ExtractOp::create(e.b, part[0], 0);
         for (int64_t g = g0; g < g1; ++g)
           trees[g - g0].push(part[g - g0]);
       }
       for (int64_t g = g0; g < g1; ++g)
         vector::StoreOp::create(e.b, trees[g - g0].finish(), scores, ValueRange{e.idx(g), r0});
     }
+    prefetchAfter = Value();
     return SmallVector<Value>{};
   });
 }
@@ -359,7 +392,10 @@ void DenseBlock::accumulateV(Value pb, Value kvh, Value lb, Value ub, int64_t un
           for (int64_t i = 0; i < np; ++i)
             next[g * np + i] = vector::FMAOp::create(e.b, pg, vs[i], next[g * np + i]);
         }
+        if (pacedPrefetch(c))
+          prefetchAfter = vector::ExtractOp::create(e.b, next[0], 0);
       }
+      prefetchAfter = Value();
       return next;
     });
     storeTile(tile, col);
@@ -456,10 +492,10 @@ void DenseBlock::block(Value s, Value kvh, Value blk, Value t0, Value t1, Value 
   int64_t gs = c.subGroup(), bs = c.blockSize, w = c.dotWidth();
   ImplicitLocOpBuilder &b = e.b;
   bool dot = bf16DotApplies(c);
-  // q's slices as values, for the row-by-row logits; the grouped ones (rowsPartialsDot/Fma) load
-  // q where they use it.
+  // q's slices as values, for the row-by-row logits; the grouped ones (rowsPartialsDot/Fma) and
+  // those of qAtUse load q where they use it.
   SmallVector<Value> qv;
-  for (int64_t g = 0; g < gs && !dot && !interleavedFma(c); ++g) {
+  for (int64_t g = 0; g < gs && !dot && !interleavedFma(c) && !qAtUse(c); ++g) {
     Value h = e.addi(e.muli(unit, e.idx(gs)), e.idx(g));
     for (int64_t col = 0; col < c.headDim; col += w)
       qv.push_back(vector::LoadOp::create(b, VectorType::get({w}, e.f32()), qs,

@@ -51,8 +51,9 @@ std::string KernelConfig::mangle() const {
   return mangleAttentionParams(*this) +
          llvm::formatv("_k{0}_t{1}{2}", topK, chunkTokens, amxApplies(*this) ? "_amx" : "").str() +
          (vectorBits == 512 ? "" : "_v" + std::to_string(vectorBits)) +
-         (farPrefetchBytes == kDefaultFarPrefetchBytes ? ""
-                                                       : "_f" + std::to_string(farPrefetchBytes)) +
+         (farPrefetchBytes == defaultFarPrefetchBytes(*this)
+              ? ""
+              : "_f" + std::to_string(farPrefetchBytes)) +
          (bf16DotApplies(*this) ? "_dp" : "") + (interleavedFma(*this) ? "_il" : "");
 }
 
@@ -140,7 +141,7 @@ func::FuncOp cpu::buildDenseKernel(ModuleOp module, StringRef name, const Kernel
   Value sm = memref::AllocOp::create(b, statType, ValueRange{rows});
   Value sl = memref::AllocOp::create(b, statType, ValueRange{rows});
 
-  DenseBlock body{e, c, k, v, table, {}, {}, {}, {}, {}, {}, {}, {}, {}};
+  DenseBlock body{e, c, k, v, table, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}};
   int64_t w = c.dotWidth(), tw = c.accTileWidth(), nw = d / w;
   // One iteration per (sequence, unit group, chunk) walks its kv-head units slot-major: block by
   // block, and in a block unit by unit, so K and V are read as whole contiguous pool blocks (all

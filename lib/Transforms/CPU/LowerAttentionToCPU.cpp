@@ -60,7 +60,8 @@ struct LowerAttentionToCPUPass
     // so on AMD Zen 4, where they measured faster: docs/cpu-path.md).
     if (vectorBits16 > 0 && !c.kvType.isF32())
       c.vectorBits = std::min<int64_t>(vectorBits16, vectorBits);
-    c.farPrefetchBytes = farPrefetchBytes;
+    c.farPrefetchBytes =
+        farPrefetchBytes >= 0 ? int64_t(farPrefetchBytes) : cpu::defaultFarPrefetchBytes(c);
     c.bf16Dot = bf16Dot;
     int64_t chunk = chunkTokens > 0     ? int64_t(chunkTokens)
                     : cpu::amxApplies(c) ? kDefaultAmxChunkTokens
@@ -155,8 +156,8 @@ struct LowerAttentionToCPUPass
           << int64_t(vectorBits16);
       return signalPassFailure();
     }
-    if (farPrefetchBytes < 0 || farPrefetchBytes > kMaxFarPrefetchBytes) {
-      module.emitError("far-prefetch-bytes must be in [0, ")
+    if (farPrefetchBytes < kTargetFarPrefetchBytes || farPrefetchBytes > kMaxFarPrefetchBytes) {
+      module.emitError("far-prefetch-bytes must be -1 (the target's default) or in [0, ")
           << kMaxFarPrefetchBytes << "] (0: off), got " << int64_t(farPrefetchBytes);
       return signalPassFailure();
     }
