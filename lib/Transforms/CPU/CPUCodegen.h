@@ -262,7 +262,8 @@ struct DenseBlock {
   SmallVector<Value> loadSlices(Value pool, Value pb, Value kvh, Value r, int64_t col,
                                 int64_t width);
   /// Per-head partial dot products of row |r| with q: one FMA chain per head over w-wide
-  /// slices, each K slice loaded and widened once for all heads in [g0, g1).
+  /// slices, each K slice loaded and widened once for all heads in [g0, g1). q's slices come
+  /// from |qv|, or, when it is empty (qAtUse), from |qs| where each FMA uses them.
   SmallVector<Value> rowPartials(Value pb, Value kvh, Value r, ArrayRef<Value> qv, int64_t g0,
                                  int64_t g1);
   /// rowPartials of several rows with bf16 dot products (bf16DotApplies), interleaved across

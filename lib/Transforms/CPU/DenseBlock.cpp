@@ -191,7 +191,8 @@ SmallVector<Value> DenseBlock::loadSlices(Value pool, Value pb, Value kvh, Value
 }
 
 /// Per-head partial dot products of row |r| with q: one FMA chain per head over w-wide
-/// slices, each K slice loaded and widened once for all heads in [g0, g1).
+/// slices, each K slice loaded and widened once for all heads in [g0, g1); q from |qv|, or from
+/// |qs| where it is used when |qv| is empty (qAtUse).
 SmallVector<Value> DenseBlock::rowPartials(Value pb, Value kvh, Value r, ArrayRef<Value> qv,
                                            int64_t g0, int64_t g1) {
   int64_t nw = c.headDim / c.dotWidth();
@@ -392,7 +393,7 @@ void DenseBlock::accumulateV(Value pb, Value kvh, Value lb, Value ub, int64_t un
           for (int64_t i = 0; i < np; ++i)
             next[g * np + i] = vector::FMAOp::create(e.b, pg, vs[i], next[g * np + i]);
         }
-        if (pacedPrefetch(c))
+        if (t == 0 && pbNext && pacedPrefetch(c))
           prefetchAfter = vector::ExtractOp::create(e.b, next[0], 0);
       }
       prefetchAfter = Value();
