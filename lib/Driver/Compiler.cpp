@@ -230,7 +230,14 @@ void buildPipeline(OpPassManager &pm, const CompileOptions &options, bool aot) {
   }
   opts.allDevices = options.allDevicesOnCpu;
   opts.chunkTokens = options.chunkTokens;
-  opts.farPrefetchBytes = options.farPrefetchBytes;
+  // The far prefetch pays on AMD Zen 4 with AVX-512 (mean 0.35 -> 0.45 of the roof there) and
+  // costs everywhere else it was measured: AMD Zen 3 (0.58 -> 0.51) and an Intel Sapphire Rapids
+  // class Xeon (f16 0.53 -> 0.48, f32 0.69 -> 0.66); docs/cpu-path.md.
+  bool zen4 = tm->getTargetCPU() == "znver4" && targetVectorBits(*tm) == 512;
+  opts.farPrefetchBytes = options.farPrefetchBytes != mlir::hybridgen::kTargetFarPrefetchBytes
+                              ? options.farPrefetchBytes
+                          : zen4 ? mlir::hybridgen::kZen4FarPrefetchBytes
+                                 : 0;
   opts.aot = aot;
   opts.targetCpu = options.targetCpu;
   opts.targetFeatures = options.targetFeatures;

@@ -57,7 +57,7 @@ struct CPUPipelineCLOptions : PassPipelineOptions<CPUPipelineCLOptions> {
   Option<int64_t> farPrefetchBytes{
       *this, "far-prefetch-bytes",
       llvm::cl::desc("Far L2 prefetch distance of the dense vector kernel, bytes (0: off; "
-                     "-1: the target's default)"),
+                     "-1: the target's default, off here; the driver turns it on for znver4)"),
       llvm::cl::init(kTargetFarPrefetchBytes)};
   Option<bool> bf16Dot{*this, "bf16-dot",
                        llvm::cl::desc("bf16 KV kernels use AVX512-BF16 dot products "

@@ -8,6 +8,7 @@
 
 #include <cstdio>
 #include <cstring>
+#include <regex>
 
 using namespace hgtest;
 using hybridgen::driver::AttentionSpec;
@@ -130,6 +131,45 @@ TEST(Aot, Zen4Uses256BitTilesFor16BitKv) {
   std::string f32 = kernelNames("f32", 0);
   EXPECT_NE(f32.find("__hg_cpu_dense_f32"), std::string::npos) << f32;
   EXPECT_EQ(f32.find("_v256"), std::string::npos) << f32;
+}
+
+// The far L2 prefetch is on by default only where it measured faster, AMD Zen 4 with AVX-512
+// (the "_f8192" kernel); Intel and AVX2-only targets get none unless asked (docs/cpu-path.md).
+TEST(Aot, FarPrefetchDefaultFollowsTheTargetCpu) {
+  auto kernelNames = [](const std::string &cpu, const std::string &features, int64_t far) {
+    AttentionSpec spec;
+    spec.qHeads = 8;
+    spec.kvHeads = 2;
+    spec.headDim = 64;
+    spec.kvDtype = "f32";
+    hybridgen::driver::CompileOptions opts;
+    opts.targetCpu = cpu;
+    opts.targetFeatures = features;
+    opts.farPrefetchBytes = far;
+    std::string path = std::string(HYBRIDGEN_TEST_TMPDIR) + "/aot_far_" + cpu + ".o";
+    hybridgen::driver::compileToObject(hybridgen::driver::buildAttentionModule(spec), path, opts);
+    return runCommand("nm '" + path + "' | grep -o '__hg_cpu_dense_[a-z0-9_]*' | sort -u");
+  };
+  // The far-prefetch suffix follows the chunk (and width) suffixes: "_t1024[_v256]_f<bytes>".
+  auto farSuffix = [](const std::string &names) {
+    std::smatch m;
+    return std::regex_search(names, m, std::regex("_t[0-9]+(_amx)?(_v[0-9]+)?_f([0-9]+)"))
+               ? m[3].str()
+               : std::string("none");
+  };
+  std::string zen4 = kernelNames("znver4", "", -1);
+  ASSERT_NE(zen4.find("__hg_cpu_dense_f32"), std::string::npos) << zen4;
+  EXPECT_EQ(farSuffix(zen4), "8192") << zen4;
+  EXPECT_EQ(farSuffix(kernelNames("znver4", "", 0)), "none");
+  EXPECT_EQ(farSuffix(kernelNames("znver4", "", 4096)), "4096");
+  // Zen 4 without AVX-512 is an AVX2 target: paced prefetches, no far one.
+  EXPECT_EQ(farSuffix(kernelNames("znver4", "-avx512f", -1)), "none");
+  for (const char *cpu : {"sapphirerapids", "x86-64-v4", "x86-64-v3", "znver3"}) {
+    std::string names = kernelNames(cpu, "", -1);
+    EXPECT_NE(names.find("__hg_cpu_dense_f32"), std::string::npos) << cpu << ": " << names;
+    EXPECT_EQ(farSuffix(names), "none") << cpu << ": " << names;
+    EXPECT_EQ(farSuffix(kernelNames(cpu, "", 8192)), "8192") << cpu;
+  }
 }
 
 TEST(Aot, ObjectFileForAnotherCpu) {

@@ -68,7 +68,7 @@ def HGLowerAttentionToCPU : Pass<"hg-lower-attention-to-cpu", "::mlir::ModuleOp"
     Option<"farPrefetchBytes", "far-prefetch-bytes", "int64_t", /*default=*/"-1",
            "How far ahead of the piece in use the dense vector kernel asks for K and V lines "
            "into L2, in bytes of one K stream (0: off; whole pieces, at least one; -1: the "
-           "target's default, 8192, or 0 with 16 vector registers)">,
+           "target's default, which the driver resolves by CPU and the pass alone takes as off)">,
     Option<"bf16Dot", "bf16-dot", "bool", /*default=*/"false",
            "The target has AVX512-BF16: bf16 KV kernels compute with bf16 dot products "
            "(vdpbf16ps; q and p as hi + lo bf16 halves)">,

@@ -45,7 +45,7 @@ struct KernelConfig {
   /// 256-bit tiles of 16-bit KV on AMD Zen 4): 512 means 32 registers at any tile width.
   int64_t targetVectorBits = 512;
   /// Distance of the far L2 prefetch in bytes of one K stream (0: none); see farPieces.
-  int64_t farPrefetchBytes = kDefaultFarPrefetchBytes;
+  int64_t farPrefetchBytes = 0;
   /// The target has AVX512-BF16 dot products (vdpbf16ps) and the kernel may use them for bf16
   /// KV; where they apply is bf16DotApplies.
   bool bf16Dot = false;
@@ -210,11 +210,6 @@ bool interleavedFma(const KernelConfig &c);
 /// code generation keeps them beside the rows they were emitted with: AVX2-only targets (16
 /// registers), where it was measured.
 bool pacedPrefetch(const KernelConfig &c);
-
-/// The far prefetch distance a kernel gets unless one is asked for: none with pacedPrefetch (on
-/// AMD Zen 3 the paced near prefetches alone read 0.58 of the roof, with the far one 8 or 32 KiB
-/// ahead 0.51), else kDefaultFarPrefetchBytes.
-int64_t defaultFarPrefetchBytes(const KernelConfig &c);
 
 /// Whether the row-by-row logits load q's slices where they use them instead of holding them as
 /// values for the whole block: on 16 registers the slices of even one head do not fit, and LLVM

@@ -116,10 +116,6 @@ bool cpu::interleavedFma(const KernelConfig &c) {
 
 bool cpu::pacedPrefetch(const KernelConfig &c) { return c.targetRegs() == 16; }
 
-int64_t cpu::defaultFarPrefetchBytes(const KernelConfig &c) {
-  return pacedPrefetch(c) ? 0 : kDefaultFarPrefetchBytes;
-}
-
 bool cpu::qAtUse(const KernelConfig &c) { return c.targetRegs() == 16; }
 
 int64_t cpu::dotPairColumn(int64_t i, int64_t lanes) {

@@ -51,9 +51,7 @@ std::string KernelConfig::mangle() const {
   return mangleAttentionParams(*this) +
          llvm::formatv("_k{0}_t{1}{2}", topK, chunkTokens, amxApplies(*this) ? "_amx" : "").str() +
          (vectorBits == 512 ? "" : "_v" + std::to_string(vectorBits)) +
-         (farPrefetchBytes == defaultFarPrefetchBytes(*this)
-              ? ""
-              : "_f" + std::to_string(farPrefetchBytes)) +
+         (farPrefetchBytes == 0 ? "" : "_f" + std::to_string(farPrefetchBytes)) +
          (bf16DotApplies(*this) ? "_dp" : "") + (interleavedFma(*this) ? "_il" : "");
 }
 

@@ -60,8 +60,8 @@ struct LowerAttentionToCPUPass
     // so on AMD Zen 4, where they measured faster: docs/cpu-path.md).
     if (vectorBits16 > 0 && !c.kvType.isF32())
       c.vectorBits = std::min<int64_t>(vectorBits16, vectorBits);
-    c.farPrefetchBytes =
-        farPrefetchBytes >= 0 ? int64_t(farPrefetchBytes) : cpu::defaultFarPrefetchBytes(c);
+    // -1 (the target's default) is off here: the driver, which knows the CPU, resolves it.
+    c.farPrefetchBytes = std::max<int64_t>(0, farPrefetchBytes);
     c.bf16Dot = bf16Dot;
     int64_t chunk = chunkTokens > 0     ? int64_t(chunkTokens)
                     : cpu::amxApplies(c) ? kDefaultAmxChunkTokens
