@@ -107,22 +107,30 @@ TEST_F(AotFixture, NoMLIRDependency) {
   EXPECT_EQ(ldd.find("not found"), std::string::npos) << ldd;
 }
 
+// The dense kernels' symbols in an object compiled from a GQA 8/2, head dim 64 attention with
+// |opts| (sorted, one per line): their names carry the kernel choices (width, far prefetch).
+static std::string denseKernelNames(const std::string &dtype,
+                                    const hybridgen::driver::CompileOptions &opts,
+                                    const std::string &tag) {
+  AttentionSpec spec;
+  spec.qHeads = 8;
+  spec.kvHeads = 2;
+  spec.headDim = 64;
+  spec.kvDtype = dtype;
+  std::string path = std::string(HYBRIDGEN_TEST_TMPDIR) + "/aot_" + tag + "_" + dtype + ".o";
+  hybridgen::driver::compileToObject(hybridgen::driver::buildAttentionModule(spec), path, opts);
+  return runCommand("nm '" + path + "' | grep -o '__hg_cpu_dense_[a-z0-9_]*' | sort -u");
+}
+
 // On AMD Zen 4 the driver gives bf16/f16 KV kernels AVX2-sized register tiles (the "_v256"
 // kernel) and keeps f32 at 512 bits; --vector-bits / CompileOptions::vectorBits overrides it
 // (docs/cpu-path.md).
 TEST(Aot, Zen4Uses256BitTilesFor16BitKv) {
   auto kernelNames = [](const std::string &dtype, int64_t vectorBits) {
-    AttentionSpec spec;
-    spec.qHeads = 8;
-    spec.kvHeads = 2;
-    spec.headDim = 64;
-    spec.kvDtype = dtype;
     hybridgen::driver::CompileOptions opts;
     opts.targetCpu = "znver4";
     opts.vectorBits = vectorBits;
-    std::string path = std::string(HYBRIDGEN_TEST_TMPDIR) + "/aot_znver4_" + dtype + ".o";
-    hybridgen::driver::compileToObject(hybridgen::driver::buildAttentionModule(spec), path, opts);
-    return runCommand("nm '" + path + "' | grep -o '__hg_cpu_dense_[a-z0-9_]*' | sort -u");
+    return denseKernelNames(dtype, opts, "znver4");
   };
   for (const char *dtype : {"bf16", "f16"}) {
     EXPECT_NE(kernelNames(dtype, 0).find("_t1024_v256"), std::string::npos) << dtype;
@@ -137,18 +145,11 @@ TEST(Aot, Zen4Uses256BitTilesFor16BitKv) {
 // (the "_f8192" kernel); Intel and AVX2-only targets get none unless asked (docs/cpu-path.md).
 TEST(Aot, FarPrefetchDefaultFollowsTheTargetCpu) {
   auto kernelNames = [](const std::string &cpu, const std::string &features, int64_t far) {
-    AttentionSpec spec;
-    spec.qHeads = 8;
-    spec.kvHeads = 2;
-    spec.headDim = 64;
-    spec.kvDtype = "f32";
     hybridgen::driver::CompileOptions opts;
     opts.targetCpu = cpu;
     opts.targetFeatures = features;
     opts.farPrefetchBytes = far;
-    std::string path = std::string(HYBRIDGEN_TEST_TMPDIR) + "/aot_far_" + cpu + ".o";
-    hybridgen::driver::compileToObject(hybridgen::driver::buildAttentionModule(spec), path, opts);
-    return runCommand("nm '" + path + "' | grep -o '__hg_cpu_dense_[a-z0-9_]*' | sort -u");
+    return denseKernelNames("f32", opts, "far_" + cpu);
   };
   // The far-prefetch suffix follows the chunk (and width) suffixes: "_t1024[_v256]_f<bytes>".
   auto farSuffix = [](const std::string &names) {
