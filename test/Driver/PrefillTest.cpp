@@ -219,8 +219,12 @@ TEST(Prefill, ChunkOfOneIsDecode) {
     jit->call("hg_prefill", p.args());
     jit->call("hg_decode", p.kv.args());
     std::vector<double> decode(p.kv.out.begin(), p.kv.out.end());
+    // Not bitwise: on an AMX host decode takes the AMX tiles for bf16 and prefill the vector
+    // lanes, which sum the same f32 products in another order (1-3e-6 over 2001 tokens seen on
+    // a Sapphire Rapids Xeon). A token missed or counted twice would be 1e-3 or more.
     double err = relativeError(p.out, decode);
-    EXPECT_LE(err, 1e-6) << "prefill of one token vs decode, seed=" << testSeed();
+    EXPECT_LE(err, 1e-5) << "prefill of one token vs decode, "
+                         << (t == DType::f32 ? "f32" : "bf16") << " seed=" << testSeed();
     EXPECT_LE(relativeError(p.out, referencePrefill(p)), tolerance(t));
   }
 }
