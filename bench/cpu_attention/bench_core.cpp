@@ -155,6 +155,10 @@ bool parseCommonFlag(const std::string &a, BenchOptions &opts) {
     opts.minSeconds = std::atof(v);
   else if (const char *v = value("--q-heads="))
     opts.qHeads = std::stoll(v);
+  else if (const char *v = value("--kv-heads="))
+    opts.kvHeads = std::stoll(v);
+  else if (const char *v = value("--head-dim="))
+    opts.headDim = std::stoll(v);
   else if (const char *v = value("--block="))
     opts.block = std::stoll(v);
   else if (const char *v = value("--reuse-blocks="))

@@ -33,9 +33,9 @@ double now();
 std::string kernelPath(const std::string &dir, const std::string &dtype, bool amx);
 
 /// Parses the command line: the common flags (--contexts=, --batches=, --dtypes=, --threads=,
-/// --max-gib=, --min-seconds=, --q-heads=, --block=, --reuse-blocks=) into |opts|, every other
-/// argument through |own| (false: not one of its flags). Prints the first unknown argument and
-/// returns false.
+/// --max-gib=, --min-seconds=, --q-heads=, --kv-heads=, --head-dim=, --block=, --reuse-blocks=)
+/// into |opts|, every other argument through |own| (false: not one of its flags). Prints the
+/// first unknown argument and returns false.
 bool parseFlags(int argc, char **argv, BenchOptions &opts,
                 const std::function<bool(const std::string &arg)> &own);
 

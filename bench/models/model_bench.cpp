@@ -84,6 +84,15 @@ bool parse(int argc, char **argv, Options &o) {
     std::fprintf(stderr, "usage: hybridgen_model_bench --artifact=DIR [...] (see the source)\n");
     return false;
   }
+  // Checked here so that a bad list is a usage error, not an exception out of the runner.
+  for (auto [flag, list] : {std::pair{"--contexts", &o.contexts}, {"--batches", &o.batches},
+                            {"--threads", &o.threads}, {"--prefill", &o.prefill}})
+    for (int64_t n : *list)
+      if (n < 1) {
+        std::fprintf(stderr, "%s: every entry must be >= 1, got %lld (leave --prefill out for "
+                             "no prefill cases)\n", flag, (long long)n);
+        return false;
+      }
   return true;
 }
 

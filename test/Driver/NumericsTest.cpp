@@ -160,6 +160,14 @@ TEST(Numerics, D128_G1_F16) {
 TEST(Numerics, D256_G8_F32) {
   runDense({"D256 G8 f32 bs16", shape(8, 1, 256, 16, DType::f32), 65551});
 }
+// Groups that are not a power of two (SmolLM2's 9/3 heads; 6 = a sub-group of 12/2) take the
+// softmax statistics as vectors with the max tree padded by -inf rows.
+TEST(Numerics, D64_G3_BF16_SmolLM2) {
+  runDense({"D64 G3 bf16 bs16 (SmolLM2)", shape(9, 3, 64, 16, DType::bf16), 65551});
+}
+TEST(Numerics, D64_G6_F32) {
+  runDense({"D64 G6 f32 bs16", shape(12, 2, 64, 16, DType::f32), 0});
+}
 
 // The AVX2 kernel (x86-64-v3: 8-lane vectors, 16 registers; see cpu-path.md), JIT-compiled for
 // that target on any CPU that has AVX2 and FMA, whatever else it has.
@@ -179,6 +187,11 @@ TEST(Numerics, Avx2_D64_G1_F32) {
     GTEST_SKIP() << "this CPU has no AVX2/FMA";
   runDense({"AVX2 D64 G1 f32 bs16", shape(4, 4, 64, 16, DType::f32), 0, "x86-64-v3"});
 }
+TEST(Numerics, Avx2_D64_G3_F16) {
+  if (!hostRunsAvx2())
+    GTEST_SKIP() << "this CPU has no AVX2/FMA";
+  runDense({"AVX2 D64 G3 f16 bs16", shape(9, 3, 64, 16, DType::f16), 0, "x86-64-v3"});
+}
 TEST(Numerics, Avx2_D96_G8_BF16) {
   if (!hostRunsAvx2())
     GTEST_SKIP() << "this CPU has no AVX2/FMA";
@@ -193,6 +206,12 @@ TEST(Numerics, Narrow256OnAvx512_D128_G4_BF16_Llama) {
     GTEST_SKIP() << "this CPU has no AVX-512";
   runDense({"v256 on AVX-512 D128 G4 bf16 bs16", shape(32, 8, 128, 16, DType::bf16), 20011,
             "host", 256});
+}
+TEST(Numerics, Narrow256OnAvx512_D64_G3_BF16_SmolLM2) {
+  if (!__builtin_cpu_supports("avx512f"))
+    GTEST_SKIP() << "this CPU has no AVX-512";
+  runDense({"v256 on AVX-512 D64 G3 bf16 bs16", shape(9, 3, 64, 16, DType::bf16), 20011, "host",
+            256});
 }
 TEST(Numerics, Narrow256OnAvx512_D80_G4_F16) {
   if (!__builtin_cpu_supports("avx512f"))

@@ -197,7 +197,7 @@ int64_t treeRows(const KernelConfig &c);
 bool bf16Pairs(const KernelConfig &c);
 
 /// Whether the softmax statistics of the |gs| heads are carried as two vector<gs> (max, sum):
-/// needs a power-of-two group no wider than a power-of-two block for the max/sum trees.
+/// power-of-two groups, and other groups on the interleaved 16-bit kernel (the max tree padded).
 bool vectorStats(const KernelConfig &c);
 
 /// Whether the f32-FMA logits of 16-bit KV take rows in groups of 4, interleaved (rowsPartialsFma),
