@@ -41,7 +41,8 @@ std::string resolveWeightDtype(const std::string &requested, const std::string &
 /// Bumped whenever the generated functions' arguments or the metadata change, so cached artifacts
 /// of an older compiler are rebuilt rather than misread, and when the generated code gets faster,
 /// so that they are rebuilt rather than kept slow (3: the matmul's weight prefetch; 4: vector
-/// softmax statistics for GQA groups that are not a power of two, e.g. SmolLM2).
+/// softmax statistics for GQA groups that are not a power of two, e.g. SmolLM2, and the f32
+/// kernel's paced prefetches on every target).
 constexpr int kGeneratorVersion = 4;
 
 /// Whether |metaPath| was written by this generator version.

@@ -99,9 +99,9 @@ bool cpu::bf16Pairs(const KernelConfig &c) {
 /// needs a power-of-two block no narrower than gs rounded up to a power of two, the rows of the
 /// max tree. A group that is not a power of two (SmolLM2's 9/3 heads) pads the tree with -inf
 /// rows, on the interleaved 16-bit kernel of Zen 4 only: there it read +10-48% from DRAM (bf16,
-/// head dim 64, group 3, 16K/64K tokens, batch 1/4, 1/2 threads), while f32 at the same shape
-/// read 0.56 -> 0.40 of the roof from DRAM (faster from cache: 1.14 -> 1.29) and the AVX2 kernels
-/// did not change (docs/cpu-path.md, "Groups that are not a power of two").
+/// head dim 64, group 3, 16K/64K tokens, batch 1/4, 1/2 threads), while the AVX2 kernels did not
+/// change and f32 read a little less (0.58 -> 0.56 at 64K; docs/cpu-path.md, "Groups that are
+/// not a power of two").
 bool cpu::vectorStats(const KernelConfig &c) {
   int64_t gs = c.subGroup(), bs = c.blockSize;
   if (gs < 2 || !llvm::isPowerOf2_64(bs) || int64_t(llvm::PowerOf2Ceil(gs)) > bs)
@@ -121,7 +121,9 @@ bool cpu::interleavedFma(const KernelConfig &c) {
          c.vectorBits < c.targetVectorBits && c.dotWidth() == c.lanes() && treeRows(c) >= 4;
 }
 
-bool cpu::pacedPrefetch(const KernelConfig &c) { return c.targetRegs() == 16; }
+bool cpu::pacedPrefetch(const KernelConfig &c) {
+  return c.targetRegs() == 16 || c.kvType.isF32();
+}
 
 bool cpu::qAtUse(const KernelConfig &c) { return c.targetRegs() == 16; }
 
