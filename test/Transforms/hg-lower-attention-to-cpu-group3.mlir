@@ -7,7 +7,7 @@
 // the same shape keeps per-head scalar statistics (measured faster from DRAM there).
 // CHECK-LABEL: func.func private @__hg_cpu_dense_bf16_q9_kv3_{{[a-z0-9_]*}}_v256_il(
 // CHECK: vector.load %{{.*}} : memref<3x3xf32>, vector<3xf32>
-// CHECK: %[[TREE:.*]] = vector.shuffle %{{.*}} : vector<16xf32>, vector<16xf32>
+// CHECK: vector.shuffle %{{.*}} : vector<16xf32>, vector<16xf32>
 // CHECK: %[[MAX:.*]] = vector.shuffle %[[BLOCK:.*]], %[[BLOCK]] [0, 1, 2] : vector<4xf32>, vector<4xf32>
 // CHECK: arith.maximumf %{{.*}}, %[[MAX]] : vector<3xf32>
 // CHECK: math.exp %{{.*}} : vector<3xf32>
