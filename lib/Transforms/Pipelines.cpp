@@ -63,6 +63,10 @@ struct CPUPipelineCLOptions : PassPipelineOptions<CPUPipelineCLOptions> {
                        llvm::cl::desc("bf16 KV kernels use AVX512-BF16 dot products "
                                       "(target needs avx512bf16 and avx512vl)"),
                        llvm::cl::init(false)};
+  Option<bool> bf16DotRounded{
+      *this, "bf16-dot-rounded",
+      llvm::cl::desc("With bf16-dot: q and p rounded once to bf16 (half the dot products)"),
+      llvm::cl::init(false)};
   Option<bool> aot{*this, "aot", llvm::cl::desc("Set target CPU and features on every llvm.func"),
                    llvm::cl::init(false)};
   Option<std::string> targetCpu{*this, "target-cpu", llvm::cl::desc("CPU for aot ('host')"),
@@ -86,6 +90,7 @@ void mlir::hybridgen::buildCPUPipeline(OpPassManager &pm, const CPUPipelineOptio
   lowerOpts.farPrefetchBytes = opts.farPrefetchBytes;
   lowerOpts.vectorBits16 = opts.vectorBits16;
   lowerOpts.bf16Dot = opts.bf16Dot;
+  lowerOpts.bf16DotRounded = opts.bf16Dot && opts.bf16DotRounded;
   pm.addPass(createHGLowerAttentionToCPU(lowerOpts));
   pm.addPass(createHGLowerRuntimeCalls());
   // Dense model ops (lib/Models) that are linalg on memrefs (norms, activations, residuals: small
@@ -146,6 +151,7 @@ void mlir::hybridgen::registerPipelines() {
         opts.farPrefetchBytes = cl.farPrefetchBytes;
         opts.vectorBits16 = cl.vectorBits16;
         opts.bf16Dot = cl.bf16Dot;
+        opts.bf16DotRounded = cl.bf16DotRounded;
         opts.aot = cl.aot;
         opts.targetCpu = cl.targetCpu;
         opts.targetFeatures = cl.targetFeatures;

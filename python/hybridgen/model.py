@@ -27,12 +27,14 @@ def _is_artifact(path: str) -> bool:
 
 def compile_model(model_dir: str, artifact_dir: str = "", *, weight_dtype: str = "auto",
                   kv_dtypes: Sequence[str] = ("f32", "bf16"), prefill: bool = True,
-                  force: bool = False) -> str:
+                  force: bool = False, bf16_dot_rounded: bool = False) -> str:
     """Compiles |model_dir| (config.json + safetensors) into an artifact dir and returns its path;
     an up-to-date artifact is reused unless |force|. |weight_dtype| "auto" compiles for the
-    checkpoint's own element type (bf16 weights stay bf16: the same values, half the bytes)."""
+    checkpoint's own element type (bf16 weights stay bf16: the same values, half the bytes).
+    |bf16_dot_rounded|: the bf16 KV attention takes q and p rounded once to bf16 where the CPU has
+    AVX512-BF16 (faster; relative error ~1e-3, as a bf16 model's attention; docs/models.md)."""
     return _native.compile_model(os.fspath(model_dir), os.fspath(artifact_dir), weight_dtype,
-                                 list(kv_dtypes), prefill, force)
+                                 list(kv_dtypes), prefill, force, bool(bf16_dot_rounded))
 
 
 class Model:
@@ -42,12 +44,14 @@ class Model:
     keeps at least the rest of the tokens on the CPU side (0: unlimited). |map_weights| runs on the
     checkpoint file's mapping instead of copying the weights into huge-page memory at load: less
     memory and a faster start, but decode reads the page cache's scattered pages more slowly
-    (docs/models.md, "Weight memory")."""
+    (docs/models.md, "Weight memory"). |bf16_dot_rounded| compiles a model dir with the bf16 KV
+    attention on q and p rounded once to bf16 (see compile_model)."""
 
     def __init__(self, path, *, kv_dtype: Optional[str] = None, threads: Optional[int] = None,
                  policy: str = "feedback", batch: int = 1, max_context: int = 4096,
                  weight_dtype: str = "auto", artifact_dir: str = "", weights: str = "",
-                 prefill_chunk: int = 512, gpu_tokens: int = 0, map_weights: bool = False):
+                 prefill_chunk: int = 512, gpu_tokens: int = 0, map_weights: bool = False,
+                 bf16_dot_rounded: bool = False):
         path = os.fspath(path)
         if not os.path.isdir(path):
             raise ArgumentError(f"Model: {path} is not a directory (a model dir or an artifact)")
@@ -58,7 +62,7 @@ class Model:
             if kv_dtype and kv_dtype not in kvs:
                 kvs.append(kv_dtype)
             self.artifact = compile_model(path, artifact_dir, weight_dtype=weight_dtype,
-                                          kv_dtypes=kvs)
+                                          kv_dtypes=kvs, bf16_dot_rounded=bf16_dot_rounded)
             weights = weights or path
         else:
             raise ArgumentError(f"Model: {path} has neither metadata.json (an artifact) nor "

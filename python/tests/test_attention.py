@@ -44,6 +44,37 @@ def test_bf16_dot_products_match_f32_path(rng, heads, split):
     assert np.abs(dot - fma).max() <= 2e-5 * np.abs(ref).max()
 
 
+def _cpu_has_avx512_bf16():
+    try:
+        with open("/proc/cpuinfo") as f:
+            return any(line.startswith("flags") and "avx512_bf16" in line.split() for line in f)
+    except OSError:
+        return False
+
+
+@pytest.mark.parametrize("heads", [(8, 2), (9, 3)], ids=["g4", "g3"])
+@pytest.mark.parametrize("split", [0, 33, 1000], ids=lambda s: f"split{s}")
+def test_bf16_dot_rounded_within_bf16_tolerance(rng, heads, split):
+    """bf16_dot_rounded: q and p rounded once to bf16 (as a bf16 model's attention). Against the
+    float64 reference within the project's bf16-KV bound (1e-2 of the largest output); where the
+    CPU has AVX512-BF16 it must differ from the f32 path by more than f32 rounding (the option is
+    not silently ignored) and by less than bf16 rounding of q and p can explain."""
+    qh, kvh = heads
+    q, k, v, table, lens = make_case(rng, lens=[37, 1, 100, 16, 0], q_heads=qh, kv_heads=kvh,
+                                     head_dim=64, dtype="bf16")
+    poison_tails(k, v, table, lens, 16)
+    kw = dict(q_heads=qh, kv_heads=kvh, head_dim=64, split=split)
+    rnd = compile_for("bf16", options={"amx": False, "bf16_dot_rounded": True}, **kw)(
+        q, k, v, table, lens)
+    fma = compile_for("bf16", options={"amx": False}, **kw)(q, k, v, table, lens)
+    ref = hg.reference_attention(q, k, v, table, lens)
+    scale = np.abs(ref).max()
+    assert np.isfinite(rnd).all()
+    assert np.abs(rnd - ref).max() <= 1e-2 * scale
+    if _cpu_has_avx512_bf16():
+        assert 1e-5 * scale < np.abs(rnd - fma).max() <= 1e-2 * scale
+
+
 @pytest.mark.parametrize("split", [0, 20, 32, 100, 1000], ids=lambda s: f"split{s}")
 def test_static_split_partials(rng, split):
     """Each device's partial covers its token range; the merge equals the dense result."""

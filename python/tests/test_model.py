@@ -412,3 +412,24 @@ def test_post_ln_opt_missing_tensor_is_named(built, tmp_path, name):
     models.drop_tensor(tmp_path / "m", name)
     with pytest.raises(hg.HybridgenError, match=name.replace(".", r"\.")):
         hg.Model(art, weights=str(tmp_path / "m"))
+
+
+def test_bf16_dot_rounded_artifact_stays_within_the_bf16_bound_and_is_recorded(built, tmp_path):
+    """compile_model(bf16_dot_rounded=True): q and p enter the bf16 KV attention rounded once to
+    bf16 where the CPU has AVX512-BF16 (else the option changes nothing). The logits stay within
+    the bf16-KV bound of the float64 reference; the metadata records the option, and an artifact
+    dir compiled the other way is rebuilt rather than reused."""
+    import json
+    model_dir, cfg, weights, _ = built("llama3")
+    art = tmp_path / "art"
+    hg.compile_model(model_dir, art, kv_dtypes=("bf16",), bf16_dot_rounded=True)
+    assert json.loads((art / "metadata.json").read_text())["bf16_dot_rounded"] is True
+    ids = prompt(40, cfg["vocab_size"], 12)
+    ref = models.forward(cfg, weights, ids)
+    m = hg.Model(art, kv_dtype="bf16", policy="static:20", max_context=64, weights=str(model_dir))
+    got = np.stack([m.decode(np.array([t], np.int32))[0] for t in ids])
+    assert rel_err(got, ref) <= 2e-2
+    first = (art / "model.so").stat().st_mtime_ns
+    hg.compile_model(model_dir, art, kv_dtypes=("bf16",))
+    assert json.loads((art / "metadata.json").read_text())["bf16_dot_rounded"] is False
+    assert (art / "model.so").stat().st_mtime_ns != first

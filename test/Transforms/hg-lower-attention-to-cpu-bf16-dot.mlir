@@ -1,6 +1,8 @@
 // RUN: hybridgen-opt %s -split-input-file -hg-lower-attention-to-cpu="vector-bits=256 bf16-dot=true" | FileCheck %s
 // RUN: hybridgen-opt %s -split-input-file -hg-cpu-pipeline="bf16-dot=true vector-bits=256 aot=true target-cpu=znver4" | FileCheck %s --check-prefix=LLVM
 // RUN: hybridgen-opt %s -split-input-file -hg-lower-attention-to-cpu="vector-bits=256" | FileCheck %s --check-prefix=OFF
+// RUN: hybridgen-opt %s -split-input-file -hg-lower-attention-to-cpu="vector-bits=256 bf16-dot-rounded=true" | FileCheck %s --check-prefix=RND
+// RUN: hybridgen-opt %s -split-input-file -hg-cpu-pipeline="bf16-dot=true bf16-dot-rounded=true vector-bits=256 aot=true target-cpu=znver4" | FileCheck %s --check-prefix=RNDLLVM
 
 // bf16-dot (targets with AVX512-BF16, e.g. AMD Zen 4): the bf16 kernel computes with
 // x86vector.avx512.dot (vdpbf16ps) on the rows as stored, never widening them. q is kept as two
@@ -34,6 +36,21 @@
 // LLVM: llvm.func @__hg_cpu_dense_bf16{{.*}}_v256_dp
 // LLVM-SAME: target_cpu = "znver4"
 // LLVM: llvm.call_intrinsic "llvm.x86.avx512bf16.dpbf16ps.256"
+// bf16-dot-rounded: q and p rounded once to bf16 (one half each, no rest), so each K slice and
+// each pair of V rows takes one dot product per head instead of two; the kernel is named _dr.
+// RND-LABEL: func.func @dense_bf16_dot
+// RND: func.func private @__hg_cpu_dense_bf16{{.*}}_v256_dr(
+// RND: memref.alloca() : memref<32x1x128xbf16>
+// RND: memref.alloca() : memref<1x4x8xi32>
+// RND: %[[HI:.*]] = arith.truncf %{{.*}} : vector<16xf32> to vector<16xbf16>
+// RND: vector.store %[[HI]], %{{.*}} : memref<32x1x128xbf16>, vector<16xbf16>
+// RND-NOT: arith.extf
+// RND: x86vector.avx512.dot
+// RND-NOT: arith.extf
+// RND: return
+// RNDLLVM-LABEL: llvm.func @dense_bf16_dot
+// RNDLLVM: llvm.func @__hg_cpu_dense_bf16{{.*}}_v256_dr
+// RNDLLVM: llvm.call_intrinsic "llvm.x86.avx512bf16.dpbf16ps.256"
 // OFF-LABEL: func.func @dense_bf16_dot
 // OFF: func.func private @__hg_cpu_dense_bf16{{.*}}_v256(
 // OFF-NOT: x86vector
@@ -52,8 +69,11 @@ func.func @dense_bf16_dot(%q: memref<1x32x128xf32>, %k: memref<64x8x16x128xbf16>
 
 // -----
 
-// f16 KV keeps the FMA path (vdpbf16ps takes bf16 only).
+// f16 KV keeps the FMA path (vdpbf16ps takes bf16 only), rounded or not.
 // CHECK-LABEL: func.func @dense_f16_not_dot
+// RND-LABEL: func.func @dense_f16_not_dot
+// RND: func.func private @__hg_cpu_dense_f16{{.*}}_v256(
+// RND-NOT: x86vector
 // CHECK: func.func private @__hg_cpu_dense_f16{{.*}}_v256(
 // CHECK-NOT: x86vector
 // CHECK: vector.fma %{{.*}} : vector<8xf32>

@@ -2,7 +2,8 @@
 //
 //   hybridgen-run <artifact or model dir> (--prompt-ids 1,2,3 | --context N) --max-new-tokens N
 //       [--policy feedback|static:S|cpu] [--batch B] [--threads T] [--kv-dtype f32|bf16|f16]
-//       [--prefill-chunk N] [--gpu-tokens N] [--map-weights 0|1] [--trace out.csv]
+//       [--prefill-chunk N] [--gpu-tokens N] [--map-weights 0|1] [--bf16-dot-rounded 0|1]
+//       [--trace out.csv]
 //
 // A model dir (config.json + safetensors) is compiled first (hybridgen-compile's model mode). The
 // run itself uses only the runtime's ModelRunner, as a deployment would.
@@ -35,6 +36,7 @@ struct ModelOptions {
   int64_t context = 0;
   int64_t maxNewTokens = 16;
   std::string tracePath, artifactDir, weightDtype = "auto";
+  bool bf16DotRounded = false; // compiling a model dir: hybridgen-compile --bf16-dot-rounded
   rt::model::RunnerOptions runner;
 };
 
@@ -43,7 +45,8 @@ int usage(const char *why) {
                "usage: hybridgen-run <artifact or model dir> (--prompt-ids 1,2,3 | --context N) "
                "[--max-new-tokens N] [--policy feedback|static:S|cpu] [--batch B] [--threads T] "
                "[--kv-dtype f32|bf16|f16] [--weight-dtype auto|f32|bf16|f16] [--prefill-chunk N] "
-               "[--gpu-tokens N] [--map-weights 0|1] [--artifact-dir DIR] [--trace out.csv]\n");
+               "[--gpu-tokens N] [--map-weights 0|1] [--bf16-dot-rounded 0|1] "
+               "[--artifact-dir DIR] [--trace out.csv]\n");
   if (why)
     std::fprintf(stderr, "hybridgen-run: %s\n", why);
   return 2;
@@ -120,6 +123,13 @@ bool parse(int argc, char **argv, ModelOptions &o, std::string &error) {
         return false;
       }
       o.runner.mapWeights = value == "1";
+    } else if (a == "--bf16-dot-rounded") {
+      // 1: a model dir is compiled with q and p rounded once to bf16 in the bf16 KV kernels.
+      if (value != "0" && value != "1") {
+        error = "--bf16-dot-rounded needs 0 or 1, got '" + value + "'";
+        return false;
+      }
+      o.bf16DotRounded = value == "1";
     } else if (a == "--artifact-dir") {
       o.artifactDir = value;
     } else if (a == "--trace") {
@@ -183,6 +193,7 @@ int runModelMode(int argc, char **argv) {
                              "(config.json)").c_str());
     hybridgen::models::ModelCompileOptions copts;
     copts.weightDtype = o.weightDtype;
+    copts.compile.bf16DotRounded = o.bf16DotRounded;
     // The default KV dtypes, plus the one asked for (f16) so that it is compiled in.
     const std::string &kv = o.runner.kvDtype;
     if (!kv.empty() &&

@@ -72,6 +72,9 @@ def HGLowerAttentionToCPU : Pass<"hg-lower-attention-to-cpu", "::mlir::ModuleOp"
     Option<"bf16Dot", "bf16-dot", "bool", /*default=*/"false",
            "The target has AVX512-BF16: bf16 KV kernels compute with bf16 dot products "
            "(vdpbf16ps; q and p as hi + lo bf16 halves)">,
+    Option<"bf16DotRounded", "bf16-dot-rounded", "bool", /*default=*/"false",
+           "As bf16-dot, with q and p rounded once to bf16 (half the dot products, relative "
+           "error ~1e-3, as a bf16 model's attention)">,
   ];
   let dependentDialects = [
     "::mlir::amx::AMXDialect", "::mlir::arith::ArithDialect", "::mlir::func::FuncDialect",

@@ -44,6 +44,8 @@ struct CPUPipelineOptions {
   int64_t farPrefetchBytes = kTargetFarPrefetchBytes;
   /// The target has AVX512-BF16 (and VL): bf16 KV kernels use bf16 dot products (vdpbf16ps).
   bool bf16Dot = false;
+  /// With bf16Dot: q and p rounded once to bf16 instead of as hi + lo halves.
+  bool bf16DotRounded = false;
   /// Ahead-of-time code: name the CPU and its features on every llvm.func.
   bool aot = false;
   /// With aot: the CPU ("host" = this machine) and a feature list (empty = the CPU's).

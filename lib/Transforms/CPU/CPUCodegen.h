@@ -49,6 +49,10 @@ struct KernelConfig {
   /// The target has AVX512-BF16 dot products (vdpbf16ps) and the kernel may use them for bf16
   /// KV; where they apply is bf16DotApplies.
   bool bf16Dot = false;
+  /// With bf16Dot: q and p enter the dot products rounded once to bf16 (as in a bf16 PyTorch
+  /// model's attention) instead of as (hi, lo) halves: half the dot products, relative error
+  /// ~1e-3 instead of ~4e-6 (docs/cpu-path.md, "bf16 dot products with q and p rounded once").
+  bool bf16DotRounded = false;
 
   int64_t group() const { return qHeads / kvHeads; }
   /// f32 lanes of one vector register, and the number of vector registers.
@@ -222,8 +226,11 @@ bool qAtUse(const KernelConfig &c);
 /// vdpbf16ps: 2 bf16 products per f32 lane and instruction, no widening): bf16 KV on a target
 /// with AVX512-BF16, tree logits, whole pairs of rows and register pairs. q and p enter as two
 /// bf16 halves each (hi, and the bf16 rounding of the rest), so both keep ~2^-17: as many
-/// multiply-adds as f32 FMAs, without the widening.
+/// multiply-adds as f32 FMAs, without the widening; with bf16DotRounded only the hi halves.
 bool bf16DotApplies(const KernelConfig &c);
+
+/// How many bf16 halves of q and p the dot-product kernel takes: 2 (hi, lo), or 1 (rounded once).
+int64_t bf16DotHalves(const KernelConfig &c);
 
 /// Emits one block's logits, online-softmax update and V accumulation for the |gs| heads of one
 /// kv-head unit; the unit's scaled q, accumulators and statistics live on the stack, at index
@@ -235,10 +242,11 @@ struct DenseBlock {
   Value scores; // memref<gs x block_size x f32>: logits, then probabilities
   Value acc;    // memref<units x gs x head_dim x f32>: unnormalized outputs
   Value qs;     // memref<q_heads x head_dim x f32>: q scaled, as slices (see the dense kernel)
-                // with bf16DotApplies: memref<q_heads x 2 x head_dim x bf16>, q scaled as
-                // (hi, lo) bf16 halves in natural order
-  Value probs;  // with bf16DotApplies: memref<2 x gs x block_size/2 x i32>, the probabilities'
-                // (hi, lo) bf16 halves as pairs of rows (2r, 2r+1), the operands p.V broadcasts
+                // with bf16DotApplies: memref<q_heads x halves x head_dim x bf16>, q scaled as
+                // (hi, lo) bf16 halves (bf16DotHalves: hi only when rounded) in natural order
+  Value probs;  // with bf16DotApplies: memref<halves x gs x block_size/2 x i32>, the
+                // probabilities' bf16 halves as pairs of rows (2r, 2r+1), the operands p.V
+                // broadcasts
   Value maxes;  // memref<units x gs x f32>: running maxima
   Value sums;   // memref<units x gs x f32>: running probability sums
   Value unit;   // the kv-head unit the block updates

@@ -116,6 +116,8 @@ bool cpu::bf16DotApplies(const KernelConfig &c) {
          c.blockSize % 2 == 0 && c.accTileWidth() % pair == 0;
 }
 
+int64_t cpu::bf16DotHalves(const KernelConfig &c) { return c.bf16DotRounded ? 1 : 2; }
+
 bool cpu::interleavedFma(const KernelConfig &c) {
   return !bf16DotApplies(c) && !c.kvType.isF32() && c.topK == 0 && c.targetRegs() == 32 &&
          c.vectorBits < c.targetVectorBits && c.dotWidth() == c.lanes() && treeRows(c) >= 4;
@@ -238,7 +240,7 @@ SmallVector<SmallVector<Value>> DenseBlock::rowsPartialsDot(Value pb, Value kvh,
     for (Value r : rows)
       kj.push_back(
           vector::LoadOp::create(e.b, sliceType, k, ValueRange{pb, kvh, r, e.idx(j * 2 * w)}));
-    for (int64_t half = 0; half < 2; ++half) {
+    for (int64_t half = 0; half < bf16DotHalves(c); ++half) {
       // q's halves are loaded where they are used: loaded once per block as values, LLVM copied
       // all of them to spill slots at the top of every block.
       SmallVector<Value> qj;
@@ -454,7 +456,7 @@ void DenseBlock::accumulateVDot(Value pb, Value kvh, Value lb, Value ub, int64_t
         }
         Value pairIndex = e.divi(rEven, e.idx(2));
         for (int64_t g = 0; g < gs; ++g) {
-          for (int64_t half = 0; half < 2; ++half) {
+          for (int64_t half = 0; half < bf16DotHalves(c); ++half) {
             // One i32 of two bf16 probabilities (rows 2r, 2r+1), broadcast: vbroadcastss.
             Value pp = e.splat(
                 memref::LoadOp::create(b, probs, ValueRange{e.idx(half), e.idx(g), pairIndex}), w);
@@ -570,14 +572,16 @@ void DenseBlock::block(Value s, Value kvh, Value blk, Value t0, Value t1, Value 
   auto probabilities = [&](int64_t g, Value mNew) {
     Value p = e.select(mask, e.exp(e.subf(lgs[g], e.splat(mNew, bs))), zeros);
     if (dot) {
-      // p as (hi, lo) bf16 halves (p = hi + lo to ~2^-17), each stored as i32 pairs of rows.
+      // p as (hi, lo) bf16 halves (p = hi + lo to ~2^-17), or hi alone when rounded once,
+      // each stored as i32 pairs of rows.
       auto halfType = VectorType::get({bs}, c.kvType);
       auto pairsType = VectorType::get({bs / 2}, b.getI32Type());
       Value hi = arith::TruncFOp::create(b, halfType, p);
-      Value lo =
-          arith::TruncFOp::create(b, halfType, e.subf(p, arith::ExtFOp::create(b, rowType, hi)));
-      Value halves[] = {hi, lo};
-      for (int64_t half = 0; half < 2; ++half)
+      SmallVector<Value, 2> halves{hi};
+      if (bf16DotHalves(c) == 2)
+        halves.push_back(arith::TruncFOp::create(
+            b, halfType, e.subf(p, arith::ExtFOp::create(b, rowType, hi))));
+      for (int64_t half = 0; half < bf16DotHalves(c); ++half)
         vector::StoreOp::create(b, vector::BitCastOp::create(b, pairsType, halves[half]), probs,
                                 ValueRange{e.idx(half), e.idx(g), e.idx(0)});
       return p;

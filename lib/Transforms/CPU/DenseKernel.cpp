@@ -52,7 +52,7 @@ std::string KernelConfig::mangle() const {
          llvm::formatv("_k{0}_t{1}{2}", topK, chunkTokens, amxApplies(*this) ? "_amx" : "").str() +
          (vectorBits == 512 ? "" : "_v" + std::to_string(vectorBits)) +
          (farPrefetchBytes == 0 ? "" : "_f" + std::to_string(farPrefetchBytes)) +
-         (bf16DotApplies(*this) ? "_dp" : "") + (interleavedFma(*this) ? "_il" : "");
+         (bf16DotApplies(*this) ? (bf16DotRounded ? "_dr" : "_dp") : "") + (interleavedFma(*this) ? "_il" : "");
 }
 
 SmallVector<Type> cpu::kernelArgTypes(MLIRContext *ctx, const KernelConfig &c) {
@@ -165,11 +165,13 @@ func::FuncOp cpu::buildDenseKernel(ModuleOp module, StringRef name, const Kernel
     // q of every head, scaled, as the dot-width slices the block code takes (qv[g * nw + j] at
     // column j * w), in the (even, odd) order of bf16Pairs where it applies.
     bool dot = bf16DotApplies(c);
-    body.qs = dot ? memref::AllocaOp::create(b, MemRefType::get({c.qHeads, 2, d}, c.kvType))
-                  : memref::AllocaOp::create(b, MemRefType::get({c.qHeads, d}, e.f32()));
+    int64_t halves = bf16DotHalves(c);
+    body.qs =
+        dot ? memref::AllocaOp::create(b, MemRefType::get({c.qHeads, halves, d}, c.kvType))
+            : memref::AllocaOp::create(b, MemRefType::get({c.qHeads, d}, e.f32()));
     if (dot)
       body.probs =
-          memref::AllocaOp::create(b, MemRefType::get({2, gs, bs / 2}, b.getI32Type()));
+          memref::AllocaOp::create(b, MemRefType::get({halves, gs, bs / 2}, b.getI32Type()));
     auto statType = MemRefType::get({c.kvHeads * nsub, gs}, e.f32());
     body.maxes = memref::AllocaOp::create(b, statType);
     body.sums = memref::AllocaOp::create(b, statType);
@@ -185,7 +187,8 @@ func::FuncOp cpu::buildDenseKernel(ModuleOp module, StringRef name, const Kernel
         memref::StoreOp::create(b, e.cf(0.0f), body.sums, ValueRange{u, e.idx(g)});
         if (dot) {
           // q scaled = hi + lo, both bf16 (hi rounded to nearest, lo the rounded rest): the
-          // bf16 dot products then see q to ~2^-17 relative instead of bf16's 2^-9.
+          // bf16 dot products then see q to ~2^-17 relative instead of bf16's 2^-9. Rounded
+          // once (bf16DotRounded), hi alone.
           auto rowType = VectorType::get({2 * w}, e.f32());
           auto halfType = VectorType::get({2 * w}, c.kvType);
           Value scale2W = e.splat(e.cf(c.scale), 2 * w);
@@ -193,10 +196,12 @@ func::FuncOp cpu::buildDenseKernel(ModuleOp module, StringRef name, const Kernel
             Value q32 = e.mulf(vector::LoadOp::create(b, rowType, q, ValueRange{s, h, e.idx(j)}),
                                scale2W);
             Value hi = arith::TruncFOp::create(b, halfType, q32);
-            Value lo =
-                arith::TruncFOp::create(b, halfType, e.subf(q32, arith::ExtFOp::create(b, rowType, hi)));
             vector::StoreOp::create(b, hi, body.qs, ValueRange{h, e.idx(0), e.idx(j)});
-            vector::StoreOp::create(b, lo, body.qs, ValueRange{h, e.idx(1), e.idx(j)});
+            if (halves == 2) {
+              Value lo = arith::TruncFOp::create(
+                  b, halfType, e.subf(q32, arith::ExtFOp::create(b, rowType, hi)));
+              vector::StoreOp::create(b, lo, body.qs, ValueRange{h, e.idx(1), e.idx(j)});
+            }
           }
           continue;
         }

@@ -62,7 +62,8 @@ struct LowerAttentionToCPUPass
       c.vectorBits = std::min<int64_t>(vectorBits16, vectorBits);
     // -1 (the target's default) is off here: the driver, which knows the CPU, resolves it.
     c.farPrefetchBytes = std::max<int64_t>(0, farPrefetchBytes);
-    c.bf16Dot = bf16Dot;
+    c.bf16Dot = bf16Dot || bf16DotRounded;
+    c.bf16DotRounded = bf16DotRounded;
     int64_t chunk = chunkTokens > 0     ? int64_t(chunkTokens)
                     : cpu::amxApplies(c) ? kDefaultAmxChunkTokens
                                          : kDefaultChunkTokens;

@@ -70,6 +70,10 @@ struct HybridCLOptions : PassPipelineOptions<HybridCLOptions> {
   Option<bool> bf16Dot{*this, "bf16-dot",
                        llvm::cl::desc("AVX512-BF16 dot products in the CPU kernel's bf16 path"),
                        llvm::cl::init(false)};
+  Option<bool> bf16DotRounded{
+      *this, "bf16-dot-rounded",
+      llvm::cl::desc("With bf16-dot: q and p rounded once to bf16 (half the dot products)"),
+      llvm::cl::init(false)};
   Option<bool> aot{*this, "aot", llvm::cl::desc("Set target CPU and features on every llvm.func"),
                    llvm::cl::init(false)};
   Option<std::string> chip{*this, "chip", llvm::cl::desc("GPU architecture (sm_80, sm_90, ...)"),
@@ -146,6 +150,7 @@ void mlir::hybridgen::registerGPUPipelines() {
         opts.cpu.chunkTokens = cl.chunkTokens;
         opts.cpu.amx = cl.amx;
         opts.cpu.bf16Dot = cl.bf16Dot;
+        opts.cpu.bf16DotRounded = cl.bf16DotRounded;
         opts.cpu.aot = cl.aot;
         opts.gpu.chip = cl.chip;
         opts.gpu.features = cl.features;

@@ -157,7 +157,9 @@ def run_text(args, out=None, err=None) -> int:
     # Options beyond the contract's are passed only when given, so any Model takes the defaults.
     extra = {k: v for k, v in (("gpu_tokens", getattr(args, "gpu_tokens", None)),
                                ("weight_dtype", getattr(args, "weight_dtype", None)),
-                               ("map_weights", getattr(args, "map_weights", None))) if v is not None}
+                               ("map_weights", getattr(args, "map_weights", None)),
+                               ("bf16_dot_rounded", getattr(args, "bf16_dot_rounded", None)))
+             if v is not None}
     m = Model(args.model, kv_dtype=args.kv_dtype, threads=args.threads, policy=args.policy,
               batch=args.batch, max_context=args.max_context or max(4096, need), **extra)
     vocab = int(m.config["vocab_size"])
