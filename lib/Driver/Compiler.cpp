@@ -416,3 +416,13 @@ std::string formatSignatures(const std::map<std::string, FunctionInfo> &function
 }
 
 } // namespace hybridgen::driver::detail
+
+namespace hybridgen::driver {
+
+bool targetHasBf16Dot(const CompileOptions &options) {
+  std::unique_ptr<llvm::TargetMachine> tm =
+      detail::createTargetMachine(options.targetCpu, options.targetFeatures);
+  return tm->getMCSubtargetInfo()->checkFeatures("+avx512bf16,+avx512vl");
+}
+
+} // namespace hybridgen::driver

@@ -135,6 +135,17 @@ int main(int argc, char **argv) {
   options.gpuFeatures = gpuFeatures;
   options.gpuFormat = gpuFormat;
   options.cudaToolkit = cudaToolkit;
+  bool bf16DotMissing = false;
+  try {
+    bf16DotMissing =
+        (useBf16Dot || useBf16DotRounded) && !hybridgen::driver::targetHasBf16Dot(options);
+  } catch (const std::exception &) {
+    // An unknown target CPU: the compile below reports it.
+  }
+  if (bf16DotMissing)
+    llvm::errs() << "hybridgen-compile: note: the target (" << targetCpu.getValue()
+                 << ") has no AVX512-BF16, so --bf16-dot" << (useBf16DotRounded ? "-rounded" : "")
+                 << " changes nothing: bf16 KV keeps the f32 FMA kernels\n";
   if (inputFile != "-" && llvm::sys::fs::is_directory(inputFile.getValue()))
     return compileModel(options);
 

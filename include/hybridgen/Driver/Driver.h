@@ -157,6 +157,10 @@ void compileToObject(const std::string &mlirText, const std::string &outPath,
 void compileToSharedLibrary(const std::string &mlirText, const std::string &outPath,
                             const CompileOptions &options = {});
 
+/// Whether the target of |options| has the AVX512-BF16 dot products (and AVX512-VL) that
+/// bf16Dot and bf16DotRounded need; without them both options change nothing.
+bool targetHasBf16Dot(const CompileOptions &options);
+
 /// Checks decode-attention buffers (q, k_pool, v_pool, block_table, seq_lens, out) for consistency
 /// before a call: shapes agree, GQA ratio whole, lengths within the pool and the block table,
 /// block ids within the pool. Throws ArgumentError with a clear message.
