@@ -68,8 +68,9 @@ struct CompileOptions {
   bool bf16Dot = false;
   /// bf16Dot with q and p rounded once to bf16 instead of as halves (implies bf16Dot): half the
   /// dot products, relative error ~1e-3 instead of ~4e-6, the precision of a bf16 model's
-  /// attention in PyTorch. Off by default; on AMD Zen 4 decode attention read 15-20% more of
-  /// the memory roof with it (docs/cpu-path.md, "bf16 dot products with q and p rounded once").
+  /// attention in PyTorch. Off by default; on AMD Zen 4 decode attention read 12-28% more of
+  /// the memory roof with it on one thread at batch 1 (docs/cpu-path.md, "bf16 dot products
+  /// with q and p rounded once").
   bool bf16DotRounded = false;
   /// Shared libraries the JIT loads (libomp, the runtime); empty = the defaults found at build time.
   std::vector<std::string> sharedLibs;

@@ -52,7 +52,8 @@ std::string KernelConfig::mangle() const {
          llvm::formatv("_k{0}_t{1}{2}", topK, chunkTokens, amxApplies(*this) ? "_amx" : "").str() +
          (vectorBits == 512 ? "" : "_v" + std::to_string(vectorBits)) +
          (farPrefetchBytes == 0 ? "" : "_f" + std::to_string(farPrefetchBytes)) +
-         (bf16DotApplies(*this) ? (bf16DotRounded ? "_dr" : "_dp") : "") + (interleavedFma(*this) ? "_il" : "");
+         (bf16DotApplies(*this) ? (bf16DotRounded ? "_dr" : "_dp") : "") +
+         (interleavedFma(*this) ? "_il" : "");
 }
 
 SmallVector<Type> cpu::kernelArgTypes(MLIRContext *ctx, const KernelConfig &c) {
