@@ -105,6 +105,11 @@ int64_t targetVectorBits(const llvm::TargetMachine &tm) {
   return sti->checkFeatures("+avx2") ? 256 : 128;
 }
 
+/// Whether |tm|'s target has the AVX512-BF16 dot products (and AVX512-VL) of bf16Dot.
+bool hasBf16Dot(const llvm::TargetMachine &tm) {
+  return tm.getMCSubtargetInfo()->checkFeatures("+avx512bf16,+avx512vl");
+}
+
 /// Vectors wider than this are refused: LLVM's code generator allocates per lane (a
 /// vector<4294967295xi1> argument ended in "LLVM ERROR: out of memory"), and no hg lowering
 /// emits more than a few hundred lanes.
@@ -210,9 +215,8 @@ void buildPipeline(OpPassManager &pm, const CompileOptions &options, bool aot) {
   mlir::hybridgen::CPUPipelineOptions opts;
   opts.amx = options.amx && tm->getMCSubtargetInfo()->checkFeatures("+amx-tile,+amx-bf16");
   opts.vectorBits = targetVectorBits(*tm);
-  opts.bf16Dot = (options.bf16Dot || options.bf16DotRounded) &&
-                 tm->getMCSubtargetInfo()->checkFeatures("+avx512bf16,+avx512vl");
-  opts.bf16DotRounded = opts.bf16Dot && options.bf16DotRounded;
+  opts.bf16Dot = options.bf16Dot && hasBf16Dot(*tm);
+  opts.bf16DotRounded = options.bf16DotRounded && hasBf16Dot(*tm);
   if (options.vectorBits != 0) {
     if (options.vectorBits != 128 && options.vectorBits != 256 && options.vectorBits != 512)
       throw CompileError("vector_bits must be 0 (the target's), 128, 256 or 512, got " +
@@ -420,9 +424,8 @@ std::string formatSignatures(const std::map<std::string, FunctionInfo> &function
 namespace hybridgen::driver {
 
 bool targetHasBf16Dot(const CompileOptions &options) {
-  std::unique_ptr<llvm::TargetMachine> tm =
-      detail::createTargetMachine(options.targetCpu, options.targetFeatures);
-  return tm->getMCSubtargetInfo()->checkFeatures("+avx512bf16,+avx512vl");
+  return detail::hasBf16Dot(
+      *detail::createTargetMachine(options.targetCpu, options.targetFeatures));
 }
 
 } // namespace hybridgen::driver

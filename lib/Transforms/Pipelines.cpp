@@ -65,7 +65,8 @@ struct CPUPipelineCLOptions : PassPipelineOptions<CPUPipelineCLOptions> {
                        llvm::cl::init(false)};
   Option<bool> bf16DotRounded{
       *this, "bf16-dot-rounded",
-      llvm::cl::desc("With bf16-dot: q and p rounded once to bf16 (half the dot products)"),
+      llvm::cl::desc("As bf16-dot (implied), with q and p rounded once to bf16 (half the "
+                     "dot products)"),
       llvm::cl::init(false)};
   Option<bool> aot{*this, "aot", llvm::cl::desc("Set target CPU and features on every llvm.func"),
                    llvm::cl::init(false)};
@@ -90,7 +91,7 @@ void mlir::hybridgen::buildCPUPipeline(OpPassManager &pm, const CPUPipelineOptio
   lowerOpts.farPrefetchBytes = opts.farPrefetchBytes;
   lowerOpts.vectorBits16 = opts.vectorBits16;
   lowerOpts.bf16Dot = opts.bf16Dot;
-  lowerOpts.bf16DotRounded = opts.bf16Dot && opts.bf16DotRounded;
+  lowerOpts.bf16DotRounded = opts.bf16DotRounded; // implies bf16-dot in the pass
   pm.addPass(createHGLowerAttentionToCPU(lowerOpts));
   pm.addPass(createHGLowerRuntimeCalls());
   // Dense model ops (lib/Models) that are linalg on memrefs (norms, activations, residuals: small
@@ -115,7 +116,7 @@ void mlir::hybridgen::buildCPUPipeline(OpPassManager &pm, const CPUPipelineOptio
   ConvertVectorToLLVMPassOptions vectorOpts;
   vectorOpts.reassociateFPReductions = true;
   vectorOpts.amx = opts.amx;
-  vectorOpts.x86Vector = opts.bf16Dot;
+  vectorOpts.x86Vector = opts.bf16Dot || opts.bf16DotRounded;
   pm.addPass(createConvertVectorToLLVMPass(vectorOpts));
   pm.addPass(createUBToLLVMConversionPass());
   pm.addPass(createConvertOpenMPToLLVMPass());

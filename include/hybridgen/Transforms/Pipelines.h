@@ -44,7 +44,7 @@ struct CPUPipelineOptions {
   int64_t farPrefetchBytes = kTargetFarPrefetchBytes;
   /// The target has AVX512-BF16 (and VL): bf16 KV kernels use bf16 dot products (vdpbf16ps).
   bool bf16Dot = false;
-  /// With bf16Dot: q and p rounded once to bf16 instead of as hi + lo halves.
+  /// As bf16Dot (implied), with q and p rounded once to bf16 instead of as hi + lo halves.
   bool bf16DotRounded = false;
   /// Ahead-of-time code: name the CPU and its features on every llvm.func.
   bool aot = false;

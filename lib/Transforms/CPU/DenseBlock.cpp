@@ -581,7 +581,7 @@ void DenseBlock::block(Value s, Value kvh, Value blk, Value t0, Value t1, Value 
       if (bf16DotHalves(c) == 2)
         halves.push_back(arith::TruncFOp::create(
             b, halfType, e.subf(p, arith::ExtFOp::create(b, rowType, hi))));
-      for (int64_t half = 0; half < bf16DotHalves(c); ++half)
+      for (int64_t half = 0; half < int64_t(halves.size()); ++half)
         vector::StoreOp::create(b, vector::BitCastOp::create(b, pairsType, halves[half]), probs,
                                 ValueRange{e.idx(half), e.idx(g), e.idx(0)});
       return p;

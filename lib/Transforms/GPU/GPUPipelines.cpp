@@ -72,7 +72,8 @@ struct HybridCLOptions : PassPipelineOptions<HybridCLOptions> {
                        llvm::cl::init(false)};
   Option<bool> bf16DotRounded{
       *this, "bf16-dot-rounded",
-      llvm::cl::desc("With bf16-dot: q and p rounded once to bf16 (half the dot products)"),
+      llvm::cl::desc("As bf16-dot (implied), with q and p rounded once to bf16 (half the "
+                     "dot products)"),
       llvm::cl::init(false)};
   Option<bool> aot{*this, "aot", llvm::cl::desc("Set target CPU and features on every llvm.func"),
                    llvm::cl::init(false)};
