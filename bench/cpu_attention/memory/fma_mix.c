@@ -1,0 +1,60 @@
+// fma_mix.c: whether the helper instructions of the 16-bit attention kernels (bf16 widening,
+// sum-tree shuffles) compete with the FMAs for the same execution pipes. Twelve independent ymm
+// FMAs per iteration (2 per cycle on Zen 4, 6 cycles), alone and with six more instructions of
+// one kind; an instruction that runs on other pipes adds ~nothing, one that shares the FMA pipes
+// adds up to 3 cycles. Not part of the build (needs AVX2 and FMA; the vpandd row AVX-512VL):
+//
+//   clang-22 -O2 -mavx512f -mavx512vl bench/cpu_attention/memory/fma_mix.c -o /tmp/fma_mix && \
+//       /tmp/fma_mix
+//
+// Measured numbers and what they mean for the kernel: docs/cpu-path.md, "Where one thread's time
+// goes in the 16-bit FMA kernel".
+#include <stdio.h>
+#include <time.h>
+
+static double now(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return t.tv_sec + t.tv_nsec * 1e-9;
+}
+
+enum { kIters = 100000000 };
+
+#define FMA(n) "vfmadd231ps %%ymm14,%%ymm15,%%ymm" #n "\n\t"
+#define TWELVE_FMAS                                                                                \
+  FMA(0) FMA(1) FMA(2) FMA(3) FMA(4) FMA(5) FMA(6) FMA(7) FMA(8) FMA(9) FMA(10) FMA(11)
+// Six instructions writing ymm12 only (no dependency between them: the register is renamed).
+#define SIX(INSN) INSN "\n\t" INSN "\n\t" INSN "\n\t" INSN "\n\t" INSN "\n\t" INSN "\n\t"
+
+#define MEASURE(NAME, BODY)                                                                        \
+  do {                                                                                             \
+    double best = 1e30;                                                                            \
+    for (int round = 0; round < 3; ++round) {                                                      \
+      double t = now();                                                                            \
+      for (long i = 0; i < kIters; ++i)                                                            \
+        __asm__ volatile(BODY::: "xmm0", "xmm1", "xmm2", "xmm3", "xmm4", "xmm5", "xmm6", "xmm7",   \
+                         "xmm8", "xmm9", "xmm10", "xmm11", "xmm12");                               \
+      t = now() - t;                                                                               \
+      best = t < best ? t : best;                                                                  \
+    }                                                                                              \
+    double ns = best / kIters * 1e9;                                                               \
+    if (base == 0)                                                                                 \
+      base = ns;                                                                                   \
+    printf("%-34s %.2f ns per iteration (%+.2f)\n", NAME, ns, ns - base);                         \
+  } while (0)
+
+int main(void) {
+  double base = 0;
+  __asm__ volatile("vxorps %%ymm13,%%ymm13,%%ymm13\n\tvxorps %%ymm14,%%ymm14,%%ymm14\n\t"
+                   "vxorps %%ymm15,%%ymm15,%%ymm15" ::: "xmm13", "xmm14", "xmm15");
+  MEASURE("12 vfmadd231ps", TWELVE_FMAS);
+  MEASURE("+ 6 vpslld (bf16 even half)", TWELVE_FMAS SIX("vpslld $16,%%ymm13,%%ymm12"));
+  MEASURE("+ 6 vpblendw (bf16 odd half)", TWELVE_FMAS SIX("vpblendw $0xaa,%%ymm13,%%ymm13,%%ymm12"));
+  MEASURE("+ 6 vpandd", TWELVE_FMAS SIX("vpandd %%ymm13,%%ymm13,%%ymm12"));
+  MEASURE("+ 6 vpunpcklwd", TWELVE_FMAS SIX("vpunpcklwd %%ymm13,%%ymm13,%%ymm12"));
+  MEASURE("+ 6 vshufps (in-lane tree step)", TWELVE_FMAS SIX("vshufps $0x88,%%ymm13,%%ymm13,%%ymm12"));
+  MEASURE("+ 6 vperm2f128 (cross-lane)", TWELVE_FMAS SIX("vperm2f128 $0x31,%%ymm13,%%ymm13,%%ymm12"));
+  MEASURE("+ 6 vinsertf128 (cross-lane)", TWELVE_FMAS SIX("vinsertf128 $1,%%xmm13,%%ymm13,%%ymm12"));
+  MEASURE("+ 6 vaddps", TWELVE_FMAS SIX("vaddps %%ymm13,%%ymm13,%%ymm12"));
+  return 0;
+}

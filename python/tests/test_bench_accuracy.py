@@ -1,0 +1,57 @@
+# bench/models/accuracy.py: the accuracy cost of the KV cache's dtype and of the rounded bf16
+# dot products, on a small random Llama checkpoint (the SmolLM2 numbers are in docs/models.md).
+import csv
+import importlib.util
+import pathlib
+
+import pytest
+
+from conftest import requires_jit
+from hybridgen.models.checkpoint import tiny_config, write_random_checkpoint
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+
+
+def load_accuracy():
+    spec = importlib.util.spec_from_file_location("accuracy", ROOT / "bench/models/accuracy.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_compare_is_zero_for_equal_logits_and_sees_a_flipped_argmax():
+    import numpy as np
+    acc = load_accuracy()
+    ref = np.array([[1.0, 2.0, 3.0], [0.5, 0.0, -1.0]])
+    same = acc.compare(ref, ref.copy())
+    assert same["max_rel_logit_err"] == 0 and same["mean_kl"] == pytest.approx(0, abs=1e-15)
+    assert same["top1_agree"] == 1
+    flipped = ref.copy()
+    flipped[0, 0] = 4.0  # step 0's argmax moves; |4 - 1| / 3 is its relative error
+    got = acc.compare(ref, flipped)
+    assert got["top1_agree"] == 0.5
+    assert got["max_rel_logit_err"] == pytest.approx(1.0)
+    assert got["max_kl"] > 0.5
+
+
+@requires_jit
+def test_accuracy_of_the_kv_dtypes_on_a_random_llama(tmp_path):
+    model = tmp_path / "model"
+    write_random_checkpoint(model, tiny_config("llama"), seed=3)
+    out = tmp_path / "accuracy.csv"
+    assert load_accuracy().main([str(model), "--prompt-tokens=70", "--steps=5", "--threads=2",
+                                 f"--csv={out}"]) == 0
+    rows = {r["config"]: r for r in csv.DictReader(open(out))}
+    bf16, rounded, f16 = (rows["bf16 KV"], rows["bf16 KV, q and p rounded to bf16"],
+                          rows["f16 KV"])
+    for r in (bf16, rounded, f16):
+        assert r["prompt_tokens"] == "70" and r["steps"] == "5"
+        # Rounded storage changes the logits, within the project's 16-bit KV bound.
+        assert 0 < float(r["max_rel_logit_err"]) < 2e-2, r
+        assert 0 <= float(r["mean_kl"]) <= float(r["max_kl"]) < 1e-3, r
+    # f16 keeps 3 more mantissa bits than bf16, so its storage error is clearly smaller: the
+    # dtype really reaches the cache.
+    assert float(f16["max_rel_logit_err"]) < float(bf16["max_rel_logit_err"])
+    assert rounded["bf16_dot_rounded"] == "1" and bf16["bf16_dot_rounded"] == "0"
+    if load_accuracy().host_has_avx512_bf16():
+        assert rounded["max_rel_logit_err"] != bf16["max_rel_logit_err"]
