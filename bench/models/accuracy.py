@@ -88,14 +88,21 @@ def main(argv=None) -> int:
                     "reference: bf16, bf16-rounded, f16 (default: all)")
     ap.add_argument("--csv", type=Path, default=None)
     args = ap.parse_args(argv)
+    if not (args.model_dir / "config.json").is_file():
+        ap.error(f"{args.model_dir} has no config.json: give a Hugging Face style model dir (each "
+                 "configuration compiles its own artifact from it)")
     if args.prompt_tokens < 1 or args.steps < 1:
         ap.error("--prompt-tokens and --steps must be at least 1")
     sys.path.insert(0, str(ROOT / "build" / "python_packages"))
     import hybridgen
 
     keys = {"bf16": 1, "bf16-rounded": 2, "f16": 3}
-    wanted = [0] + ([keys[k] for k in args.configs.split(",")] if args.configs
-                    else [1, 2, 3])
+    chosen = [k for k in args.configs.split(",") if k] if args.configs else list(keys)
+    unknown = [k for k in chosen if k not in keys]
+    if unknown or not chosen:
+        ap.error(f"--configs: unknown {', '.join(unknown) or '(empty)'}; choose from "
+                 f"{', '.join(keys)}")
+    wanted = [0] + [keys[k] for k in chosen]
     ids = prompt_ids(args.model_dir, args.prompt_tokens + args.steps, args.seed)
     prompt, follow = ids[:args.prompt_tokens], ids[args.prompt_tokens:]
     print(f"{args.model_dir.name}: {len(prompt)}-token prompt, {len(follow)} decode steps "

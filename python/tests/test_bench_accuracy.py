@@ -34,6 +34,18 @@ def test_compare_is_zero_for_equal_logits_and_sees_a_flipped_argmax():
     assert got["max_kl"] > 0.5
 
 
+def test_an_unknown_config_or_a_dir_without_config_json_is_a_usage_error(tmp_path, capsys):
+    with pytest.raises(SystemExit) as exit_info:
+        load_accuracy().main([str(tmp_path)])
+    assert exit_info.value.code == 2
+    assert "no config.json" in capsys.readouterr().err
+    (tmp_path / "config.json").write_text("{}")
+    with pytest.raises(SystemExit) as exit_info:
+        load_accuracy().main([str(tmp_path), "--configs=bf16,fp8"])
+    assert exit_info.value.code == 2
+    assert "unknown fp8" in capsys.readouterr().err
+
+
 @requires_jit
 def test_accuracy_of_the_kv_dtypes_on_a_random_llama(tmp_path):
     model = tmp_path / "model"
