@@ -38,9 +38,10 @@ def prompt_ids(model_dir: Path, count: int, seed: int) -> list:
         from tokenizers import Tokenizer
         text = "".join(p.read_text() for p in sorted((ROOT / "docs").glob("*.md")))
         ids = Tokenizer.from_file(str(tokenizer)).encode(text).ids
-        while len(ids) < count:  # a short docs folder repeats rather than failing
-            ids = ids + ids
-        return ids[:count]
+        if ids:
+            while len(ids) < count:  # a short docs folder repeats rather than failing
+                ids = ids + ids
+            return ids[:count]
     import json
     vocab = json.loads((model_dir / "config.json").read_text())["vocab_size"]
     return np.random.default_rng(seed).integers(0, vocab, count).tolist()
