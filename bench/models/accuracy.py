@@ -54,15 +54,6 @@ def decode_logits(hybridgen, model_dir, kv, rounded, prompt, follow, threads):
     return np.array([model.decode(np.array([t], np.int32))[0] for t in follow], np.float64)
 
 
-def host_has_avx512_bf16() -> bool:
-    """Where the CPU lacks AVX512-BF16 the rounded option changes nothing (docs/cpu-path.md)."""
-    try:
-        with open("/proc/cpuinfo") as f:
-            return any(l.startswith("flags") and "avx512_bf16" in l.split() for l in f)
-    except OSError:
-        return False
-
-
 def log_softmax(x):
     x = x - x.max(-1, keepdims=True)
     return x - np.log(np.exp(x).sum(-1, keepdims=True))
@@ -108,7 +99,9 @@ def main(argv=None) -> int:
     prompt, follow = ids[:args.prompt_tokens], ids[args.prompt_tokens:]
     print(f"{args.model_dir.name}: {len(prompt)}-token prompt, {len(follow)} decode steps "
           "compared with the f32 KV cache (teacher-forced)")
-    if 2 in wanted and not host_has_avx512_bf16():
+    # Where the CPU lacks AVX512-BF16 the rounded option changes nothing (docs/cpu-path.md).
+    from hybridgen._host import cpu_has_flag
+    if 2 in wanted and not cpu_has_flag("avx512_bf16"):
         print("note: this CPU has no AVX512-BF16, so the rounded configuration runs the exact "
               "kernel (its row equals the bf16 KV row)")
     ref = decode_logits(hybridgen, args.model_dir, "f32", False, prompt, follow, args.threads)

@@ -3,6 +3,7 @@ import numpy as np
 import pytest
 
 import hybridgen as hg
+from hybridgen._host import cpu_has_flag
 from conftest import make_case, poison_tails, requires_jit, tolerance
 
 pytestmark = requires_jit
@@ -44,12 +45,6 @@ def test_bf16_dot_products_match_f32_path(rng, heads, split):
     assert np.abs(dot - fma).max() <= 2e-5 * np.abs(ref).max()
 
 
-def _cpu_has_avx512_bf16():
-    try:
-        with open("/proc/cpuinfo") as f:
-            return any(line.startswith("flags") and "avx512_bf16" in line.split() for line in f)
-    except OSError:
-        return False
 
 
 @pytest.mark.parametrize("heads", [(8, 2), (9, 3)], ids=["g4", "g3"])
@@ -71,7 +66,7 @@ def test_bf16_dot_rounded_within_bf16_tolerance(rng, heads, split):
     scale = np.abs(ref).max()
     assert np.isfinite(rnd).all()
     assert np.abs(rnd - ref).max() <= 1e-2 * scale
-    if _cpu_has_avx512_bf16():
+    if cpu_has_flag("avx512_bf16"):
         assert 1e-5 * scale < np.abs(rnd - fma).max() <= 1e-2 * scale
 
 
