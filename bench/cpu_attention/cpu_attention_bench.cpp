@@ -5,7 +5,7 @@
 //                                 [--threads=1,2] [--max-gib=4.5] [--min-seconds=0.4]
 //                                 [--aot=PATH.so] [--save-aot=DIR] [--q-heads=32] [--block=16]
 //                                 [--chunk-tokens=N] [--reuse-blocks=N] [--no-amx]
-//                                 [--bf16-dot] [--bf16-dot-rounded]
+//                                 [--bf16-dot] [--bf16-dot-rounded] [--k-transposed]
 //
 // --aot compiles ahead of time to PATH.so (hybridgen-compile's path) and calls it through
 // AotLibrary instead of the JIT, so `perf record -e cpu-clock` + `perf annotate` see symbols.
@@ -16,6 +16,8 @@
 // --no-amx compiles without the AMX-BF16 path (bf16 KV then runs the vector kernel).
 // --bf16-dot lets the bf16 vector kernel use AVX512-BF16 dot products where the target has them.
 // --bf16-dot-rounded does so with q and p rounded once to bf16 (half the dot products).
+// --k-transposed compiles for K pools whose pieces are stored transposed (the pools hold random
+// data either way, so only the speed differs).
 // --reuse-blocks=N points every sequence's blocks at the first N pool blocks (cache-resident KV:
 // the kernel's compute rate; GB/s then counts logical bytes).
 //
@@ -52,6 +54,8 @@ int main(int argc, char **argv) {
       options.bf16Dot = true;
     else if (a == "--bf16-dot-rounded")
       options.bf16DotRounded = true;
+    else if (a == "--k-transposed")
+      options.kTransposed = true;
     else if (a.rfind("--target-cpu=", 0) == 0)
       options.targetCpu = a.substr(13);
     else if (a.rfind("--target-features=", 0) == 0)

@@ -217,6 +217,7 @@ void buildPipeline(OpPassManager &pm, const CompileOptions &options, bool aot) {
   opts.vectorBits = targetVectorBits(*tm);
   opts.bf16Dot = options.bf16Dot && hasBf16Dot(*tm);
   opts.bf16DotRounded = options.bf16DotRounded && hasBf16Dot(*tm);
+  opts.kTransposed = options.kTransposed;
   if (options.vectorBits != 0) {
     if (options.vectorBits != 128 && options.vectorBits != 256 && options.vectorBits != 512)
       throw CompileError("vector_bits must be 0 (the target's), 128, 256 or 512, got " +
@@ -225,12 +226,14 @@ void buildPipeline(OpPassManager &pm, const CompileOptions &options, bool aot) {
       throw CompileError("vector_bits " + std::to_string(options.vectorBits) +
                          " is wider than the target's " + std::to_string(opts.vectorBits));
     opts.vectorBits = options.vectorBits;
-  } else if (opts.vectorBits == 512 && tm->getTargetCPU() == "znver4") {
+  } else if (opts.vectorBits == 512 && tm->getTargetCPU() == "znver4" && !options.kTransposed) {
     // Zen 4 runs 512-bit instructions as two 256-bit halves. There the bf16/f16 KV kernels with
     // AVX2-sized register tiles (2-head logit passes, 64-lane accumulator tiles; ymm code on
     // the AVX-512 target) read 0.37-0.46 of the roof on one thread against 0.28-0.36 with
     // 512-bit tiles (16K/64K tokens, batch 1/8); f32 measured alike or better with 512 and
-    // keeps it (docs/cpu-path.md, "Memory behaviour on Zen 4").
+    // keeps it (docs/cpu-path.md, "Memory behaviour on Zen 4"). With K transposed the 512-bit
+    // tiles compute faster (bf16, SmolLM2's shape, cache-resident: 24.4-24.9 against 19.4-21.9
+    // GB/s; docs/cpu-path.md, "K transposed per block").
     opts.vectorBits16 = 256;
   }
   opts.allDevices = options.allDevicesOnCpu;
@@ -239,14 +242,19 @@ void buildPipeline(OpPassManager &pm, const CompileOptions &options, bool aot) {
   // costs everywhere else it was measured: AMD Zen 3 (0.58 -> 0.51) and an Intel Sapphire Rapids
   // class Xeon (f16 0.53 -> 0.48, f32 0.69 -> 0.66); docs/cpu-path.md.
   bool zen4 = tm->getTargetCPU() == "znver4" && targetVectorBits(*tm) == 512;
+  // With K transposed it costs there too (bf16, 64K tokens, one thread: 0.60 -> 0.70-0.73 of
+  // the roof without it).
   opts.farPrefetchBytes = options.farPrefetchBytes != mlir::hybridgen::kTargetFarPrefetchBytes
                               ? options.farPrefetchBytes
-                          : zen4 ? mlir::hybridgen::kZen4FarPrefetchBytes
-                                 : 0;
+                          : zen4 && !options.kTransposed ? mlir::hybridgen::kZen4FarPrefetchBytes
+                                                         : 0;
   opts.aot = aot;
   opts.targetCpu = options.targetCpu;
   opts.targetFeatures = options.targetFeatures;
   if (options.gpuKernels) {
+    if (options.kTransposed)
+      throw CompileError("k_transposed is not supported with GPU kernels (the GPU lowering reads "
+                         "K row-major)");
     mlir::hybridgen::HybridPipelineOptions hybrid;
     hybrid.cpu = opts;
     hybrid.cpu.allDevices = false;

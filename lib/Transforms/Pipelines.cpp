@@ -68,6 +68,9 @@ struct CPUPipelineCLOptions : PassPipelineOptions<CPUPipelineCLOptions> {
       llvm::cl::desc("As bf16-dot (implied), with q and p rounded once to bf16 (half the "
                      "dot products)"),
       llvm::cl::init(false)};
+  Option<bool> kTransposed{*this, "k-transposed",
+                           llvm::cl::desc("K pool pieces stored transposed, [head_dim][block_size]"),
+                           llvm::cl::init(false)};
   Option<bool> aot{*this, "aot", llvm::cl::desc("Set target CPU and features on every llvm.func"),
                    llvm::cl::init(false)};
   Option<std::string> targetCpu{*this, "target-cpu", llvm::cl::desc("CPU for aot ('host')"),
@@ -92,6 +95,7 @@ void mlir::hybridgen::buildCPUPipeline(OpPassManager &pm, const CPUPipelineOptio
   lowerOpts.vectorBits16 = opts.vectorBits16;
   lowerOpts.bf16Dot = opts.bf16Dot;
   lowerOpts.bf16DotRounded = opts.bf16DotRounded; // implies bf16-dot in the pass
+  lowerOpts.kTransposed = opts.kTransposed;
   pm.addPass(createHGLowerAttentionToCPU(lowerOpts));
   pm.addPass(createHGLowerRuntimeCalls());
   // Dense model ops (lib/Models) that are linalg on memrefs (norms, activations, residuals: small
@@ -153,6 +157,7 @@ void mlir::hybridgen::registerPipelines() {
         opts.vectorBits16 = cl.vectorBits16;
         opts.bf16Dot = cl.bf16Dot;
         opts.bf16DotRounded = cl.bf16DotRounded;
+        opts.kTransposed = cl.kTransposed;
         opts.aot = cl.aot;
         opts.targetCpu = cl.targetCpu;
         opts.targetFeatures = cl.targetFeatures;

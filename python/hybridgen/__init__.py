@@ -13,7 +13,7 @@ from ._hybridgen import (
     NotFoundError,
     SystemFailure,
 )
-from .reference import Partial, merge_partials, reference_attention, reference_partial
+from .reference import Partial, merge_partials, reference_attention, reference_partial, transpose_k_pieces
 
 has_jit = bool(_native.has_jit)
 
@@ -28,6 +28,7 @@ if has_jit:
 __all__ = [
     "ArgumentError", "CompileError", "ExhaustedError", "HybridgenError", "NotFoundError",
     "SystemFailure", "has_jit", "reference_attention", "reference_partial", "merge_partials", "Partial",
+    "transpose_k_pieces",
     "AttentionSpec", "CompileOptions", "build_attention_module", "Attention", "AttentionResult", "attention_spec", "Function", "Module", "compile", "compile_attention",
     "KvCache", "Scheduler", "Topology", "DecodeSession", "Trace", "plot_trace",
     "Model", "compile_model",

@@ -208,6 +208,7 @@ void bindDriver(nb::module_ &m) {
       .def_rw("amx", &CompileOptions::amx)
       .def_rw("bf16_dot", &CompileOptions::bf16Dot)
       .def_rw("bf16_dot_rounded", &CompileOptions::bf16DotRounded)
+      .def_rw("k_transposed", &CompileOptions::kTransposed)
       .def_rw("shared_libs", &CompileOptions::sharedLibs)
       .def_rw("source_name", &CompileOptions::sourceName);
 

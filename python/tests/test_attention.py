@@ -25,6 +25,27 @@ def test_dense_matches_reference(rng, dtype, heads):
     np.testing.assert_allclose(out, hg.reference_attention(q, k, v, table, lens), **tolerance(dtype))
 
 
+@pytest.mark.parametrize("dtype", ["f32", "f16", "bf16"])
+@pytest.mark.parametrize("case", [(9, 3, 64, 16, 17), (8, 2, 128, 32, 0), (16, 2, 80, 16, 1000),
+                                  (4, 4, 32, 8, 33)], ids=["g3", "g4-bs32", "g8-d80", "mha-bs8"])
+def test_k_transposed_matches_reference(rng, dtype, case):
+    """k_transposed: K pieces stored [head_dim][block_size] (hg.transpose_k_pieces), the logits
+    column by column. Partial blocks at both ends of a split, an empty sequence, NaN past each
+    sequence's end (16-bit KV) and block sizes other than the register tile."""
+    qh, kvh, d, bs, split = case
+    q, k, v, table, lens = make_case(rng, lens=[37, 1, 100, 16, 0], q_heads=qh, kv_heads=kvh,
+                                     head_dim=d, block_size=bs, dtype=dtype)
+    if dtype != "f32":
+        poison_tails(k, v, table, lens, bs)
+    attn = compile_for(dtype, q_heads=qh, kv_heads=kvh, head_dim=d, block_size=bs, split=split,
+                       options={"k_transposed": True})
+    out = attn(q, hg.transpose_k_pieces(k), v, table, lens)
+    assert np.isfinite(out).all()
+    np.testing.assert_allclose(out, hg.reference_attention(q, k, v, table, lens), **tolerance(dtype))
+    # The option changes what the kernel reads: the row-major pool is not what it computes on.
+    assert not np.allclose(attn(q, k, v, table, lens)[:3], out[:3], rtol=1e-2)
+
+
 @pytest.mark.parametrize("heads", [(8, 2), (9, 3), (10, 2), (16, 2)], ids=["g4", "g3", "g5", "g8"])
 @pytest.mark.parametrize("split", [0, 17, 33, 1000], ids=lambda s: f"split{s}")
 def test_bf16_dot_products_match_f32_path(rng, heads, split):

@@ -72,6 +72,13 @@ struct CompileOptions {
   /// the memory roof with it on one thread at batch 1 (docs/cpu-path.md, "bf16 dot products
   /// with q and p rounded once").
   bool bf16DotRounded = false;
+  /// The K pools the compiled code reads hold each (block, kv head) piece transposed,
+  /// [head_dim][block_size] instead of [block_size][head_dim] (V unchanged; the runtime's
+  /// KvLayout::kTransposed writes them so). The dense CPU kernel then computes the logits
+  /// without sum trees: on AMD Zen 4, one thread, exact f32 arithmetic, SmolLM2's attention
+  /// (docs/cpu-path.md, "K transposed per block"). Not supported with top-k attention or GPU
+  /// kernels (a CompileError says so).
+  bool kTransposed = false;
   /// Shared libraries the JIT loads (libomp, the runtime); empty = the defaults found at build time.
   std::vector<std::string> sharedLibs;
   /// File name that diagnostics (file:line:col) name for the MLIR text.

@@ -75,6 +75,10 @@ def HGLowerAttentionToCPU : Pass<"hg-lower-attention-to-cpu", "::mlir::ModuleOp"
     Option<"bf16DotRounded", "bf16-dot-rounded", "bool", /*default=*/"false",
            "As bf16-dot, with q and p rounded once to bf16 (half the dot products, relative "
            "error ~1e-3, as a bf16 model's attention)">,
+    Option<"kTransposed", "k-transposed", "bool", /*default=*/"false",
+           "The K pools hold each (block, kv head) piece transposed, [head_dim][block_size] "
+           "(V stays row-major): the dense kernel computes the logits column by column, without "
+           "sum trees. The sparse kernel and the GPU lowering do not support it">,
   ];
   let dependentDialects = [
     "::mlir::amx::AMXDialect", "::mlir::arith::ArithDialect", "::mlir::func::FuncDialect",

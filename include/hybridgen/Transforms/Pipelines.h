@@ -46,6 +46,9 @@ struct CPUPipelineOptions {
   bool bf16Dot = false;
   /// As bf16Dot (implied), with q and p rounded once to bf16 instead of as hi + lo halves.
   bool bf16DotRounded = false;
+  /// K pool pieces stored transposed, [head_dim][block_size] (hg-lower-attention-to-cpu's
+  /// k-transposed).
+  bool kTransposed = false;
   /// Ahead-of-time code: name the CPU and its features on every llvm.func.
   bool aot = false;
   /// With aot: the CPU ("host" = this machine) and a feature list (empty = the CPU's).

@@ -604,7 +604,7 @@ int64_t cpu::amxSubGroup(const KernelConfig &c) {
 }
 
 bool cpu::amxApplies(const KernelConfig &c) {
-  return c.amx && c.topK == 0 && c.kvType.isBF16() && c.headDim % kSlice == 0 &&
+  return c.amx && c.topK == 0 && !c.kTransposed && c.kvType.isBF16() && c.headDim % kSlice == 0 &&
          c.blockSize % kSlot == 0;
 }
 

@@ -53,6 +53,11 @@ struct KernelConfig {
   /// model's attention) instead of as (hi, lo) halves: half the dot products, relative error
   /// ~1e-3 instead of ~4e-6 (docs/cpu-path.md, "bf16 dot products with q and p rounded once").
   bool bf16DotRounded = false;
+  /// K is stored transposed in each piece (one kv head's rows of one pool block): [head_dim]
+  /// [block_size] instead of [block_size][head_dim] (V stays row-major). The logits are then
+  /// FMAs of one column of the block's rows against a broadcast q element, with no sum trees
+  /// (logitsTransposed; docs/cpu-path.md, "K transposed per block").
+  bool kTransposed = false;
 
   int64_t group() const { return qHeads / kvHeads; }
   /// f32 lanes of one vector register, and the number of vector registers.
@@ -229,6 +234,10 @@ bool qAtUse(const KernelConfig &c);
 /// multiply-adds as f32 FMAs, without the widening; with bf16DotRounded only the hi halves.
 bool bf16DotApplies(const KernelConfig &c);
 
+/// Rows per accumulator vector of logitsTransposed: the whole block where it fits in two
+/// registers, else the largest divisor of the block size that does.
+int64_t transposedRowTile(const KernelConfig &c);
+
 /// How many bf16 halves of q and p the dot-product kernel takes: 2 (hi, lo), or 1 (rounded once).
 int64_t bf16DotHalves(const KernelConfig &c);
 
@@ -239,6 +248,8 @@ struct DenseBlock {
   Emitter &e;
   const KernelConfig &c;
   Value k, v, table;
+  /// With kTransposed: k viewed as memref<blocks x kv_heads x head_dim x block_size>.
+  Value kT;
   Value scores; // memref<gs x block_size x f32>: logits, then probabilities
   Value acc;    // memref<units x gs x head_dim x f32>: unnormalized outputs
   Value qs;     // memref<q_heads x head_dim x f32>: q scaled, as slices (see the dense kernel)
@@ -284,6 +295,11 @@ struct DenseBlock {
   /// never reach the softmax, and the row groups stay static and fully unrolled.
   /// Meanwhile it prefetches the block's V rows, one row per row computed.
   void logitsByTree(Value pb, Value kvh, ArrayRef<Value> qv);
+  /// Logits of every row of the block into |scores| from K stored transposed (kTransposed):
+  /// column by column, the block's rows (in tiles of transposedRowTile) times each head's
+  /// broadcast q element, two FMA chains per head (even and odd columns) when they fit.
+  /// Prefetches the block's V rows, spread over the columns.
+  void logitsTransposed(Value pb, Value kvh);
   /// Logits of rows [r0, r1) one row at a time (dot widths that are not a power of two).
   void logitsByRow(Value pb, Value kvh, Value r0, Value r1, ArrayRef<Value> qv);
   /// acc[g, tile] = acc[g, tile] * alpha[g] + sum over rows [lb, ub) of p[g, r] * V[r, tile], for

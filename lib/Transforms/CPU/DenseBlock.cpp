@@ -106,12 +106,12 @@ bool cpu::vectorStats(const KernelConfig &c) {
   int64_t gs = c.subGroup(), bs = c.blockSize;
   if (gs < 2 || !llvm::isPowerOf2_64(bs) || int64_t(llvm::PowerOf2Ceil(gs)) > bs)
     return false;
-  return llvm::isPowerOf2_64(gs) || interleavedFma(c);
+  return llvm::isPowerOf2_64(gs) || interleavedFma(c) || (c.kTransposed && !c.kvType.isF32());
 }
 
 bool cpu::bf16DotApplies(const KernelConfig &c) {
   int64_t pair = 2 * c.lanes();
-  return c.bf16Dot && c.kvType.isBF16() && c.topK == 0 && c.vectorBits >= 256 &&
+  return c.bf16Dot && !c.kTransposed && c.kvType.isBF16() && c.topK == 0 && c.vectorBits >= 256 &&
          c.dotWidth() == c.lanes() && c.headDim % pair == 0 && treeRows(c) > 0 &&
          c.blockSize % 2 == 0 && c.accTileWidth() % pair == 0;
 }
@@ -119,7 +119,7 @@ bool cpu::bf16DotApplies(const KernelConfig &c) {
 int64_t cpu::bf16DotHalves(const KernelConfig &c) { return c.bf16DotRounded ? 1 : 2; }
 
 bool cpu::interleavedFma(const KernelConfig &c) {
-  return !bf16DotApplies(c) && !c.kvType.isF32() && c.topK == 0 && c.targetRegs() == 32 &&
+  return !bf16DotApplies(c) && !c.kTransposed && !c.kvType.isF32() && c.topK == 0 && c.targetRegs() == 32 &&
          c.vectorBits < c.targetVectorBits && c.dotWidth() == c.lanes() && treeRows(c) >= 4;
 }
 
@@ -364,6 +364,48 @@ void DenseBlock::logitsByTree(Value pb, Value kvh, ArrayRef<Value> qv) {
   });
 }
 
+int64_t cpu::transposedRowTile(const KernelConfig &c) {
+  int64_t most = 2 * c.lanes(), bs = c.blockSize;
+  for (int64_t t = std::min(bs, most); t > 1; --t)
+    if (bs % t == 0)
+      return t;
+  return 1;
+}
+
+void DenseBlock::logitsTransposed(Value pb, Value kvh) {
+  int64_t gs = c.subGroup(), bs = c.blockSize, hd = c.headDim, tile = transposedRowTile(c);
+  // Two chains per head halve the FMA latency each waits on; 2 x 4 heads x 2 registers per tile
+  // is half the 32 registers of AVX-512 (on 16-register targets: 2 heads).
+  int64_t chains = gs * 2 * 2 <= c.vectorRegs() / 2 ? 2 : 1;
+  for (int64_t rt = 0; rt < bs; rt += tile) {
+    SmallVector<Value> acc(gs * chains);
+    for (int64_t col = 0; col < hd; ++col) {
+      // The block's V rows, one row every hd / bs columns (the V prefetch of logitsByTree).
+      if (rt == 0 && (col * bs) % hd == 0 && col * bs / hd < bs) {
+        Value r = e.idx(col * bs / hd);
+        prefetchRow(v, pb, kvh, r, /*locality=*/2);
+        if (pbFar) {
+          prefetchRow(k, pbFar, kvhFar, r, /*locality=*/2);
+          prefetchRow(v, pbFar, kvhFar, r, /*locality=*/2);
+        }
+      }
+      Value kc = e.loadRowF32(kT, {pb, kvh, e.idx(col), e.idx(rt)}, tile);
+      for (int64_t g = 0; g < gs; ++g) {
+        Value h = e.addi(e.muli(unit, e.idx(gs)), e.idx(g));
+        Value qe = e.splat(memref::LoadOp::create(e.b, qs, ValueRange{h, e.idx(col)}), tile);
+        Value &a = acc[g * chains + col % chains];
+        a = a ? Value(vector::FMAOp::create(e.b, qe, kc, a)) : e.mulf(qe, kc);
+      }
+    }
+    for (int64_t g = 0; g < gs; ++g) {
+      Value sum = acc[g * chains];
+      for (int64_t ch = 1; ch < chains && ch < hd; ++ch)
+        sum = e.addf(sum, acc[g * chains + ch]);
+      vector::StoreOp::create(e.b, sum, scores, ValueRange{e.idx(g), e.idx(rt)});
+    }
+  }
+}
+
 /// Logits of rows [r0, r1) one row at a time (dot widths that are not a power of two).
 void DenseBlock::logitsByRow(Value pb, Value kvh, Value r0, Value r1, ArrayRef<Value> qv) {
   int64_t gs = c.subGroup();
@@ -503,7 +545,7 @@ void DenseBlock::block(Value s, Value kvh, Value blk, Value t0, Value t1, Value 
   // q's slices as values, for the row-by-row logits; the grouped ones (rowsPartialsDot/Fma) and
   // those of qAtUse load q where they use it.
   SmallVector<Value> qv;
-  for (int64_t g = 0; g < gs && !dot && !interleavedFma(c) && !qAtUse(c); ++g) {
+  for (int64_t g = 0; g < gs && !dot && !interleavedFma(c) && !qAtUse(c) && !c.kTransposed; ++g) {
     Value h = e.addi(e.muli(unit, e.idx(gs)), e.idx(g));
     for (int64_t col = 0; col < c.headDim; col += w)
       qv.push_back(vector::LoadOp::create(b, VectorType::get({w}, e.f32()), qs,
@@ -536,8 +578,12 @@ void DenseBlock::block(Value s, Value kvh, Value blk, Value t0, Value t1, Value 
   // 0.58-0.74. The hardware prefetchers alone reach ~0.69; every 2nd or 8th row 0.59-0.68, only
   // K 0.61-0.70; into L2 only (locality 1/2, measured on the earlier head-major walk) 0.62-0.72.
   // On this walk V into L2 and K into L1 measured best (prefetchRow).
-  Value nextK = treeRows(c) ? pbNext : Value();
-  if (treeRows(c)) {
+  // With K transposed the next piece's K is not asked for: into L1 (below) it cost 15-25% of the
+  // bf16 kernel's DRAM rate on AMD Zen 4 (SmolLM2's shape, 64K tokens, one thread).
+  Value nextK = treeRows(c) && !c.kTransposed ? pbNext : Value();
+  if (c.kTransposed) {
+    logitsTransposed(pb, kvh);
+  } else if (treeRows(c)) {
     logitsByTree(pb, kvh, qv);
   } else {
     if (pbNext)

@@ -53,7 +53,7 @@ std::string KernelConfig::mangle() const {
          (vectorBits == 512 ? "" : "_v" + std::to_string(vectorBits)) +
          (farPrefetchBytes == 0 ? "" : "_f" + std::to_string(farPrefetchBytes)) +
          (bf16DotApplies(*this) ? (bf16DotRounded ? "_dr" : "_dp") : "") +
-         (interleavedFma(*this) ? "_il" : "");
+         (interleavedFma(*this) ? "_il" : "") + (kTransposed ? "_kt" : "");
 }
 
 SmallVector<Type> cpu::kernelArgTypes(MLIRContext *ctx, const KernelConfig &c) {
@@ -140,7 +140,20 @@ func::FuncOp cpu::buildDenseKernel(ModuleOp module, StringRef name, const Kernel
   Value sm = memref::AllocOp::create(b, statType, ValueRange{rows});
   Value sl = memref::AllocOp::create(b, statType, ValueRange{rows});
 
-  DenseBlock body{e, c, k, v, table, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}};
+  DenseBlock body{e, c, k, v, table, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}};
+  if (c.kTransposed) {
+    // The same memory seen as [blocks][kv_heads][head_dim][block_size] (no copy).
+    int64_t piece = c.headDim * c.blockSize;
+    Value numBlocks = memref::DimOp::create(b, k, 0);
+    auto viewType = MemRefType::get({ShapedType::kDynamic, c.kvHeads, c.headDim, c.blockSize},
+                                    c.kvType);
+    body.kT = memref::ReinterpretCastOp::create(
+        b, viewType, k, /*offset=*/b.getIndexAttr(0),
+        ArrayRef<OpFoldResult>{numBlocks, b.getIndexAttr(c.kvHeads), b.getIndexAttr(c.headDim),
+                               b.getIndexAttr(c.blockSize)},
+        ArrayRef<OpFoldResult>{b.getIndexAttr(c.kvHeads * piece), b.getIndexAttr(piece),
+                               b.getIndexAttr(c.blockSize), b.getIndexAttr(1)});
+  }
   int64_t w = c.dotWidth(), tw = c.accTileWidth(), nw = d / w;
   // One iteration per (sequence, unit group, chunk) walks its kv-head units slot-major: block by
   // block, and in a block unit by unit, so K and V are read as whole contiguous pool blocks (all
@@ -207,7 +220,7 @@ func::FuncOp cpu::buildDenseKernel(ModuleOp module, StringRef name, const Kernel
           continue;
         }
         SmallVector<Value> slices;
-        if (bf16Pairs(c)) {
+        if (bf16Pairs(c) && !c.kTransposed) { // the transposed logits take q in natural order
           SmallVector<int64_t> evens, odds;
           for (int64_t i = 0; i < w; ++i) {
             evens.push_back(2 * i);

@@ -64,6 +64,10 @@ struct LowerAttentionToCPUPass
     c.farPrefetchBytes = std::max<int64_t>(0, farPrefetchBytes);
     c.bf16Dot = bf16Dot || bf16DotRounded;
     c.bf16DotRounded = bf16DotRounded;
+    c.kTransposed = kTransposed;
+    if (c.kTransposed && c.topK > 0)
+      return op.emitOpError("k-transposed (K pool pieces stored [head_dim][block_size]) is not "
+                            "supported by the top-k kernel");
     int64_t chunk = chunkTokens > 0     ? int64_t(chunkTokens)
                     : cpu::amxApplies(c) ? kDefaultAmxChunkTokens
                                          : kDefaultChunkTokens;
@@ -175,8 +179,14 @@ struct LowerAttentionToCPUPass
       failedAny |= failed(lowerPartial(module, op));
     SmallVector<PrefillAttentionOp> prefills;
     module.walk([&](PrefillAttentionOp op) { prefills.push_back(op); });
-    for (PrefillAttentionOp op : prefills)
+    for (PrefillAttentionOp op : prefills) {
+      if (kTransposed) {
+        op.emitOpError("k-transposed is not supported by the prefill kernel");
+        failedAny = true;
+        continue;
+      }
       failedAny |= failed(lowerPrefillAttention(module, op, kernels));
+    }
     for (MergeOp op : merges) {
       if (!hasIdentityLayout(op.getOut())) {
         op.emitOpError("the CPU lowering needs an identity (row-major) output layout");

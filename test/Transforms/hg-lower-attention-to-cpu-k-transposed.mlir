@@ -1,0 +1,34 @@
+// RUN: hybridgen-opt %s -hg-lower-attention-to-cpu="k-transposed=true" | FileCheck %s
+// RUN: hybridgen-opt %s -hg-lower-attention-to-cpu | FileCheck %s --check-prefix=ROWS
+
+// k-transposed: each (block, kv head) piece of the K pool is stored [head_dim][block_size]. The
+// kernel (named _kt) views the pool that way without a copy, and computes the logits column by
+// column: one vector of the block's 16 rows per column, widened once, times each head's q element
+// broadcast from the scaled q on the stack (natural column order, no bf16 (even, odd) shuffle).
+// No sum tree combines rows: the logits of a head are one vector<16> accumulated over the
+// columns, stored as the block's scores. V is read row-major as before.
+// CHECK-LABEL: func.func private @__hg_cpu_dense_bf16_q9_kv3_{{[a-z0-9_]*}}_kt(
+// CHECK-SAME: %[[K:[a-z0-9]+]]: memref<?x3x16x64xbf16>
+// CHECK: %[[KT:.*]] = memref.reinterpret_cast %[[K]] to offset: [0], sizes: [%{{.*}}, 3, 64, 16], strides: [3072, 1024, 16, 1] : memref<?x3x16x64xbf16> to memref<?x3x64x16xbf16>
+// CHECK: %[[COL:.*]] = vector.load %[[KT]][%{{.*}}, %{{.*}}, %c0{{.*}}, %c0{{.*}}] : memref<?x3x64x16xbf16>, vector<16xbf16>
+// CHECK: %[[W:.*]] = arith.extf %[[COL]] : vector<16xbf16> to vector<16xf32>
+// CHECK: %[[QE:.*]] = memref.load %{{.*}} : memref<9x64xf32>
+// CHECK: %[[QB:.*]] = vector.broadcast %[[QE]] : f32 to vector<16xf32>
+// CHECK: arith.mulf %[[QB]], %[[W]] : vector<16xf32>
+// CHECK: vector.load %[[KT]][%{{.*}}, %{{.*}}, %c1{{.*}}, %c0{{.*}}] : memref<?x3x64x16xbf16>, vector<16xbf16>
+// CHECK: vector.fma %{{.*}} : vector<16xf32>
+// CHECK: vector.store %{{.*}} : memref<3x16xf32>, vector<16xf32>
+// ROWS-LABEL: func.func private @__hg_cpu_dense_bf16_q9_kv3_
+// ROWS-NOT: _kt
+// ROWS-NOT: memref.reinterpret_cast
+// ROWS: return
+func.func @kt(%q: memref<1x9x64xf32>, %k: memref<8x3x16x64xbf16>,
+              %v: memref<8x3x16x64xbf16>, %bt: memref<1x8xi32>, %lens: memref<1xi32>,
+              %o: memref<1x9x64xf32>, %m: memref<1x9xf32>, %l: memref<1x9xf32>) {
+  %c0 = arith.constant 0 : index
+  hg.partial_attention q(%q : memref<1x9x64xf32>) kv(%k, %v : memref<8x3x16x64xbf16>, memref<8x3x16x64xbf16>)
+      table(%bt : memref<1x8xi32>) lens(%lens : memref<1xi32>) range [%c0, len) on cpu
+      -> o(%o : memref<1x9x64xf32>) m(%m : memref<1x9xf32>) l(%l : memref<1x9xf32>)
+      {scale = 0.125 : f32}
+  return
+}
