@@ -242,12 +242,10 @@ void buildPipeline(OpPassManager &pm, const CompileOptions &options, bool aot) {
   // costs everywhere else it was measured: AMD Zen 3 (0.58 -> 0.51) and an Intel Sapphire Rapids
   // class Xeon (f16 0.53 -> 0.48, f32 0.69 -> 0.66); docs/cpu-path.md.
   bool zen4 = tm->getTargetCPU() == "znver4" && targetVectorBits(*tm) == 512;
-  // With K transposed it costs there too (bf16, 64K tokens, one thread: 0.60 -> 0.70-0.73 of
-  // the roof without it).
   opts.farPrefetchBytes = options.farPrefetchBytes != mlir::hybridgen::kTargetFarPrefetchBytes
                               ? options.farPrefetchBytes
-                          : zen4 && !options.kTransposed ? mlir::hybridgen::kZen4FarPrefetchBytes
-                                                         : 0;
+                          : zen4 ? mlir::hybridgen::kZen4FarPrefetchBytes
+                                 : 0;
   opts.aot = aot;
   opts.targetCpu = options.targetCpu;
   opts.targetFeatures = options.targetFeatures;

@@ -95,3 +95,27 @@ def test_prefill_head_dims_and_blocks(rng, head_dim, block_size):
     module.call("prefill", q, k, v, table, lens, out)
     want = reference_prefill_attention(q, k, v, table, lens, scale=np.float32(0.3))
     np.testing.assert_allclose(out, want, **tolerance("f32"))
+
+
+@requires_jit
+@pytest.mark.parametrize("dtype", ["f32", "f16", "bf16"])
+@pytest.mark.parametrize("case", [(9, 3, 64, 16, 7), (8, 2, 32, 8, 64), (4, 4, 20, 1, 5)],
+                         ids=["g3-d64", "g4-bs8", "mha-d20-bs1"])
+def test_prefill_k_transposed(rng, dtype, case):
+    """k_transposed: K pieces stored [head_dim][block_size]; the prefill kernel's logits then
+    take each column of a block once for up to 4 query rows. Query rows not a multiple of 4,
+    partial blocks at both ends, a window and a softcap."""
+    q_heads, kv_heads, head_dim, block_size, chunk = case
+    lens = [p + chunk for p in (0, 3, 150)]
+    _, k, v, table, lens = make_case(rng, lens=lens, q_heads=q_heads, kv_heads=kv_heads,
+                                     head_dim=head_dim, block_size=block_size, dtype=dtype)
+    scale = 1.0 / np.sqrt(head_dim)
+    text = prefill_mlir(q_heads=q_heads, kv_heads=kv_heads, head_dim=head_dim,
+                        block_size=block_size, dtype=dtype, scale=scale, window=100, softcap=5.0)
+    module = hg.compile(text, {"k_transposed": True})
+    q = rng.standard_normal((len(lens), chunk, q_heads, head_dim)).astype(np.float32)
+    out = np.full_like(q, np.nan)
+    module.call("prefill", q, hg.transpose_k_pieces(k), v, table, lens, out)
+    want = reference_prefill_attention(q, k, v, table, lens, scale=np.float32(scale), window=100,
+                                       softcap=5.0)
+    np.testing.assert_allclose(out, want, **tolerance(dtype))

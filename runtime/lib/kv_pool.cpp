@@ -29,6 +29,11 @@ Result<std::unique_ptr<KvPool>> KvPool::create(const Topology &topo, const PoolC
     return invalidArgument("pool: blockSize must be in [16, 256], got " + std::to_string(l.blockSize));
   if (topo.tierCount() == 0)
     return invalidArgument("pool: topology has no tiers");
+  // The GPU kernels read K row-major, and the row copies to device memory assume it.
+  for (const TierInfo &t : topo.tiers())
+    if (l.kTransposed && !t.hostAccessible())
+      return invalidArgument("pool: K stored transposed (kTransposed) is not supported with a "
+                             "device-memory tier ('" + t.name + "')");
   if (l.dtype != DType::kF32 && l.dtype != DType::kF16 && l.dtype != DType::kBF16)
     return invalidArgument("pool: unknown dtype " + std::to_string(int32_t(l.dtype)));
   // K and V of every layer for one block must be addressable: a layout whose block bytes overflow

@@ -98,6 +98,27 @@ Result<const std::vector<int32_t> *> KvPool::tokenBlocks(int64_t seq, int32_t la
   return &it->second.blocks;
 }
 
+namespace {
+
+/// Copies K row |r| of kv head |h| in block |b| between a K array and |row| (head_dim elements),
+/// element by element where the layout stores the piece transposed.
+void copyKRow(const KvLayout &L, char *kArray, int32_t b, int32_t h, int32_t r, void *row,
+              bool toPool) {
+  char *rowBytes = static_cast<char *>(row);
+  if (!L.kTransposed) {
+    char *at = kArray + L.byteOffset(b, h, r);
+    toPool ? std::memcpy(at, rowBytes, L.rowBytes()) : std::memcpy(rowBytes, at, L.rowBytes());
+    return;
+  }
+  const size_t elt = L.eltSize();
+  for (int32_t col = 0; col < L.headDim; ++col) {
+    char *at = kArray + L.kByteOffset(b, h, r, col);
+    toPool ? std::memcpy(at, rowBytes + col * elt, elt) : std::memcpy(rowBytes + col * elt, at, elt);
+  }
+}
+
+} // namespace
+
 Status KvPool::writeTokens(int64_t seq, int32_t layer, int64_t pos, int64_t n, const void *k, const void *v) {
   Result<const std::vector<int32_t> *> blocks = tokenBlocks(seq, layer, pos, n);
   if (!blocks)
@@ -125,7 +146,7 @@ Status KvPool::writeTokens(int64_t seq, int32_t layer, int64_t pos, int64_t n, c
         devV.push_back({2 * layer + 1, L.byteOffset(b, h, r), const_cast<char *>(vs + src), row});
         continue;
       }
-      std::memcpy(kd + L.byteOffset(b, h, r), ks + src, row);
+      copyKRow(L, kd, b, h, r, const_cast<char *>(ks + src), /*toPool=*/true);
       std::memcpy(vd + L.byteOffset(b, h, r), vs + src, row);
     }
   }
@@ -158,7 +179,7 @@ Status KvPool::readTokens(int64_t seq, int32_t layer, int64_t pos, int64_t n, vo
         devV.push_back({2 * layer + 1, L.byteOffset(b, h, r), vo + dst, row});
         continue;
       }
-      std::memcpy(ko + dst, kd + L.byteOffset(b, h, r), row);
+      copyKRow(L, const_cast<char *>(kd), b, h, r, ko + dst, /*toPool=*/false);
       std::memcpy(vo + dst, vd + L.byteOffset(b, h, r), row);
     }
   }

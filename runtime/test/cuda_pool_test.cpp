@@ -31,6 +31,20 @@ protected:
   }
 };
 
+TEST_F(CudaPool, TransposedKIsRefusedWithDeviceMemory) {
+  // The GPU kernels and the row copies to device memory read K row-major.
+  useFake();
+  PoolConfig pc;
+  pc.layout = smallLayout();
+  pc.layout.kTransposed = true;
+  pc.hugePages = false;
+  auto pool = KvPool::create(makeTopology(deviceTiers()), pc);
+  EXPECT_EQ(pool.status().code(), ErrorCode::kInvalidArgument);
+  EXPECT_NE(pool.status().message().find("not supported with a device-memory tier ('hbm')"),
+            std::string::npos)
+      << pool.status().message();
+}
+
 TEST_F(CudaPool, HbmTierIsOnTheDeviceWhenOneIsUsable) {
   useFake();
   Topology topo = makeTopology(deviceTiers());

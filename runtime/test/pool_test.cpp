@@ -82,6 +82,38 @@ TEST(KvPool, AppendsReadBackAndKernelViewAgree) {
   EXPECT_FALSE(pool->writeTokens(a, 5, 0, 1, k, v).isOk());  // no layer 5
 }
 
+TEST(KvPool, TransposedKPiecesHoldColumnsAndReadBackAsRows) {
+  PoolConfig pc;
+  pc.numLayers = 2;
+  pc.layout = test::smallLayout();
+  pc.layout.kTransposed = true;
+  auto created = KvPool::create(test::makeTopology(test::threeTierConfig()), pc);
+  ASSERT_TRUE(created.isOk()) << created.status().message();
+  std::unique_ptr<KvPool> pool = std::move(created).valueOrThrow();
+  const KvLayout &l = pool->layout();
+  int64_t a = pool->createSequence();
+  appendTagged(*pool, a, 3, 37);
+  for (int i = 0; i < 5; ++i)
+    appendTagged(*pool, a, 3, 1);
+  EXPECT_TRUE(test::verifySequence(*pool, a, 3)); // rows in, the same rows out
+  // In memory: K element (row r, column d) of a piece at d * blockSize + r; V row-major.
+  for (int64_t t : {0, 17, 41}) {
+    int32_t blk = pool->blockTable(a)[size_t(t / l.blockSize)], r = int32_t(t % l.blockSize);
+    const char *kb = static_cast<const char *>(pool->kBase(1));
+    const char *vb = static_cast<const char *>(pool->vBase(1));
+    for (int d = 0; d < l.headDim; ++d) {
+      size_t kAt = (l.elementOffset(blk, 1, 0) + size_t(d) * l.blockSize + r) * l.eltSize();
+      EXPECT_EQ(l.kByteOffset(blk, 1, r, d), kAt);
+      EXPECT_EQ(*reinterpret_cast<const uint32_t *>(kb + kAt), test::pattern(3, 1, t, 1, d, 0));
+      EXPECT_EQ(reinterpret_cast<const uint32_t *>(vb + l.byteOffset(blk, 1, r))[d],
+                test::pattern(3, 1, t, 1, d, 1));
+    }
+  }
+  // Row-major K: kByteOffset is the row's offset plus the column.
+  KvLayout rows = test::smallLayout();
+  EXPECT_EQ(rows.kByteOffset(2, 1, 5, 3), rows.byteOffset(2, 1, 5) + 3 * rows.eltSize());
+}
+
 TEST(KvPool, FillsTiersInOrderThenSpills) {
   // 1 KiB blocks x 2 layers x K,V = 4 KiB per block id: hbm 64 KiB -> 16 blocks, dram 32, cxl 32.
   auto pool = makePool(test::threeTierConfig("64KiB", "128KiB", "128KiB"));

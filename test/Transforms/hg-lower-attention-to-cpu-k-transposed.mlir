@@ -3,21 +3,24 @@
 
 // k-transposed: each (block, kv head) piece of the K pool is stored [head_dim][block_size]. The
 // kernel (named _kt) views the pool that way without a copy, and computes the logits column by
-// column: one vector of the block's 16 rows per column, widened once, times each head's q element
-// broadcast from the scaled q on the stack (natural column order, no bf16 (even, odd) shuffle).
-// No sum tree combines rows: the logits of a head are one vector<16> accumulated over the
-// columns, stored as the block's scores. V is read row-major as before.
+// column in a loop of 8 columns per iteration: one vector of the block's 16 rows per column,
+// widened once, times each head's q element broadcast from the scaled q on the stack (natural
+// column order, no bf16 (even, odd) shuffle), into two chains per head (6 vector<16> carried).
+// No sum tree combines rows: the logits of a head are the sum of its two chains, stored as the
+// block's scores. V is read row-major as before.
 // CHECK-LABEL: func.func private @__hg_cpu_dense_bf16_q9_kv3_{{[a-z0-9_]*}}_kt(
 // CHECK-SAME: %[[K:[a-z0-9]+]]: memref<?x3x16x64xbf16>
 // CHECK: %[[KT:.*]] = memref.reinterpret_cast %[[K]] to offset: [0], sizes: [%{{.*}}, 3, 64, 16], strides: [3072, 1024, 16, 1] : memref<?x3x16x64xbf16> to memref<?x3x64x16xbf16>
-// CHECK: %[[COL:.*]] = vector.load %[[KT]][%{{.*}}, %{{.*}}, %c0{{.*}}, %c0{{.*}}] : memref<?x3x64x16xbf16>, vector<16xbf16>
+// CHECK: %[[LG:.*]]:6 = scf.for %[[C0:.*]] = %{{.*}} to %c64 step %c8 iter_args(%[[A0:.*]] = %{{.*}}, %[[A1:.*]] = %{{.*}}, %{{.*}} = %{{.*}}, %{{.*}} = %{{.*}}, %{{.*}} = %{{.*}}, %{{.*}} = %{{.*}}) -> (vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>)
+// CHECK: memref.prefetch
+// CHECK: %[[COL:.*]] = vector.load %[[KT]][%{{.*}}, %{{.*}}, %{{.*}}, %c0{{.*}}] : memref<?x3x64x16xbf16>, vector<16xbf16>
 // CHECK: %[[W:.*]] = arith.extf %[[COL]] : vector<16xbf16> to vector<16xf32>
 // CHECK: %[[QE:.*]] = memref.load %{{.*}} : memref<9x64xf32>
 // CHECK: %[[QB:.*]] = vector.broadcast %[[QE]] : f32 to vector<16xf32>
-// CHECK: arith.mulf %[[QB]], %[[W]] : vector<16xf32>
-// CHECK: vector.load %[[KT]][%{{.*}}, %{{.*}}, %c1{{.*}}, %c0{{.*}}] : memref<?x3x64x16xbf16>, vector<16xbf16>
-// CHECK: vector.fma %{{.*}} : vector<16xf32>
-// CHECK: vector.store %{{.*}} : memref<3x16xf32>, vector<16xf32>
+// CHECK: vector.fma %[[QB]], %[[W]], %[[A0]] : vector<16xf32>
+// CHECK: scf.yield
+// CHECK: %[[SUM:.*]] = arith.addf %[[LG]]#0, %[[LG]]#1 : vector<16xf32>
+// CHECK: vector.store %[[SUM]], %{{.*}} : memref<3x16xf32>, vector<16xf32>
 // ROWS-LABEL: func.func private @__hg_cpu_dense_bf16_q9_kv3_
 // ROWS-NOT: _kt
 // ROWS-NOT: memref.reinterpret_cast

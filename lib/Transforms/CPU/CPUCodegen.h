@@ -234,6 +234,11 @@ bool qAtUse(const KernelConfig &c);
 /// multiply-adds as f32 FMAs, without the widening; with bf16DotRounded only the hi halves.
 bool bf16DotApplies(const KernelConfig &c);
 
+/// The K pool |k| (memref<blocks x kv_heads x block_size x head_dim>) seen as KernelConfig::
+/// kTransposed stores it, memref<blocks x kv_heads x head_dim x block_size>: the same memory,
+/// no copy.
+Value transposedKView(ImplicitLocOpBuilder &b, Value k);
+
 /// Rows per accumulator vector of logitsTransposed: the whole block where it fits in two
 /// registers, else the largest divisor of the block size that does.
 int64_t transposedRowTile(const KernelConfig &c);

@@ -377,29 +377,43 @@ void DenseBlock::logitsTransposed(Value pb, Value kvh) {
   // Two chains per head halve the FMA latency each waits on; 2 x 4 heads x 2 registers per tile
   // is half the 32 registers of AVX-512 (on 16-register targets: 2 heads).
   int64_t chains = gs * 2 * 2 <= c.vectorRegs() / 2 ? 2 : 1;
+  // Columns per loop iteration: a loop, not the whole head dim unrolled, since straight-line
+  // code of 128 columns x 4 heads (Llama-3-8B) let LLVM's scheduler hoist the column loads and
+  // spill them (0.33 of the roof against 0.53 row-major, AMD Zen 4, one thread).
+  int64_t unroll = hd % 8 == 0 ? 8 : 4;
+  // The block's V rows are prefetched as the columns go: |perStep| rows per iteration.
+  int64_t perStep = std::max<int64_t>(1, (unroll * bs + hd - 1) / hd);
   for (int64_t rt = 0; rt < bs; rt += tile) {
-    SmallVector<Value> acc(gs * chains);
-    for (int64_t col = 0; col < hd; ++col) {
-      // The block's V rows, one row every hd / bs columns (the V prefetch of logitsByTree).
-      if (rt == 0 && (col * bs) % hd == 0 && col * bs / hd < bs) {
-        Value r = e.idx(col * bs / hd);
-        prefetchRow(v, pb, kvh, r, /*locality=*/2);
-        if (pbFar) {
-          prefetchRow(k, pbFar, kvhFar, r, /*locality=*/2);
-          prefetchRow(v, pbFar, kvhFar, r, /*locality=*/2);
+    SmallVector<Value> zeros(gs * chains, e.splat(e.cf(0.0f), tile));
+    SmallVector<Value> acc = e.loop(e.idx(0), e.idx(hd), e.idx(unroll), zeros,
+                                    [&](Value c0, ValueRange carried) {
+      SmallVector<Value> a(carried);
+      if (rt == 0) {
+        Value first = e.divi(e.muli(c0, e.idx(bs)), e.idx(hd));
+        for (int64_t i = 0; i < perStep; ++i) {
+          Value r = e.mini(e.addi(first, e.idx(i)), e.idx(bs - 1));
+          prefetchRow(v, pb, kvh, r, /*locality=*/2);
+          if (pbFar) {
+            prefetchRow(k, pbFar, kvhFar, r, /*locality=*/2);
+            prefetchRow(v, pbFar, kvhFar, r, /*locality=*/2);
+          }
         }
       }
-      Value kc = e.loadRowF32(kT, {pb, kvh, e.idx(col), e.idx(rt)}, tile);
-      for (int64_t g = 0; g < gs; ++g) {
-        Value h = e.addi(e.muli(unit, e.idx(gs)), e.idx(g));
-        Value qe = e.splat(memref::LoadOp::create(e.b, qs, ValueRange{h, e.idx(col)}), tile);
-        Value &a = acc[g * chains + col % chains];
-        a = a ? Value(vector::FMAOp::create(e.b, qe, kc, a)) : e.mulf(qe, kc);
+      for (int64_t u = 0; u < unroll; ++u) {
+        Value col = e.addi(c0, e.idx(u));
+        Value kc = e.loadRowF32(kT, {pb, kvh, col, e.idx(rt)}, tile);
+        for (int64_t g = 0; g < gs; ++g) {
+          Value h = e.addi(e.muli(unit, e.idx(gs)), e.idx(g));
+          Value qe = e.splat(memref::LoadOp::create(e.b, qs, ValueRange{h, col}), tile);
+          Value &x = a[g * chains + u % chains];
+          x = vector::FMAOp::create(e.b, qe, kc, x);
+        }
       }
-    }
+      return a;
+    });
     for (int64_t g = 0; g < gs; ++g) {
       Value sum = acc[g * chains];
-      for (int64_t ch = 1; ch < chains && ch < hd; ++ch)
+      for (int64_t ch = 1; ch < chains; ++ch)
         sum = e.addf(sum, acc[g * chains + ch]);
       vector::StoreOp::create(e.b, sum, scores, ValueRange{e.idx(g), e.idx(rt)});
     }
@@ -578,8 +592,9 @@ void DenseBlock::block(Value s, Value kvh, Value blk, Value t0, Value t1, Value 
   // 0.58-0.74. The hardware prefetchers alone reach ~0.69; every 2nd or 8th row 0.59-0.68, only
   // K 0.61-0.70; into L2 only (locality 1/2, measured on the earlier head-major walk) 0.62-0.72.
   // On this walk V into L2 and K into L1 measured best (prefetchRow).
-  // With K transposed the next piece's K is not asked for: into L1 (below) it cost 15-25% of the
-  // bf16 kernel's DRAM rate on AMD Zen 4 (SmolLM2's shape, 64K tokens, one thread).
+  // With K transposed the next piece's K is not asked for: into L1 (below) it cost 2-13% of the
+  // bf16 kernel's DRAM rate at SmolLM2's shape and gained ~12% at Llama-3-8B's (AMD Zen 4, 64K
+  // tokens, one thread, far prefetch on; docs/cpu-path.md, "K transposed per block").
   Value nextK = treeRows(c) && !c.kTransposed ? pbNext : Value();
   if (c.kTransposed) {
     logitsTransposed(pb, kvh);

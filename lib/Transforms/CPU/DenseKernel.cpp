@@ -56,6 +56,21 @@ std::string KernelConfig::mangle() const {
          (interleavedFma(*this) ? "_il" : "") + (kTransposed ? "_kt" : "");
 }
 
+Value cpu::transposedKView(ImplicitLocOpBuilder &b, Value k) {
+  auto type = cast<MemRefType>(k.getType());
+  int64_t kvHeads = type.getDimSize(1), blockSize = type.getDimSize(2),
+          headDim = type.getDimSize(3), piece = headDim * blockSize;
+  Value numBlocks = memref::DimOp::create(b, k, 0);
+  auto viewType = MemRefType::get({ShapedType::kDynamic, kvHeads, headDim, blockSize},
+                                  type.getElementType());
+  return memref::ReinterpretCastOp::create(
+      b, viewType, k, /*offset=*/b.getIndexAttr(0),
+      ArrayRef<OpFoldResult>{numBlocks, b.getIndexAttr(kvHeads), b.getIndexAttr(headDim),
+                             b.getIndexAttr(blockSize)},
+      ArrayRef<OpFoldResult>{b.getIndexAttr(kvHeads * piece), b.getIndexAttr(piece),
+                             b.getIndexAttr(blockSize), b.getIndexAttr(1)});
+}
+
 SmallVector<Type> cpu::kernelArgTypes(MLIRContext *ctx, const KernelConfig &c) {
   int64_t dyn = ShapedType::kDynamic;
   Type f32 = Float32Type::get(ctx), i32 = IntegerType::get(ctx, 32), index = IndexType::get(ctx);
@@ -141,19 +156,8 @@ func::FuncOp cpu::buildDenseKernel(ModuleOp module, StringRef name, const Kernel
   Value sl = memref::AllocOp::create(b, statType, ValueRange{rows});
 
   DenseBlock body{e, c, k, v, table, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}};
-  if (c.kTransposed) {
-    // The same memory seen as [blocks][kv_heads][head_dim][block_size] (no copy).
-    int64_t piece = c.headDim * c.blockSize;
-    Value numBlocks = memref::DimOp::create(b, k, 0);
-    auto viewType = MemRefType::get({ShapedType::kDynamic, c.kvHeads, c.headDim, c.blockSize},
-                                    c.kvType);
-    body.kT = memref::ReinterpretCastOp::create(
-        b, viewType, k, /*offset=*/b.getIndexAttr(0),
-        ArrayRef<OpFoldResult>{numBlocks, b.getIndexAttr(c.kvHeads), b.getIndexAttr(c.headDim),
-                               b.getIndexAttr(c.blockSize)},
-        ArrayRef<OpFoldResult>{b.getIndexAttr(c.kvHeads * piece), b.getIndexAttr(piece),
-                               b.getIndexAttr(c.blockSize), b.getIndexAttr(1)});
-  }
+  if (c.kTransposed)
+    body.kT = transposedKView(b, k);
   int64_t w = c.dotWidth(), tw = c.accTileWidth(), nw = d / w;
   // One iteration per (sequence, unit group, chunk) walks its kv-head units slot-major: block by
   // block, and in a block unit by unit, so K and V are read as whole contiguous pool blocks (all

@@ -179,14 +179,8 @@ struct LowerAttentionToCPUPass
       failedAny |= failed(lowerPartial(module, op));
     SmallVector<PrefillAttentionOp> prefills;
     module.walk([&](PrefillAttentionOp op) { prefills.push_back(op); });
-    for (PrefillAttentionOp op : prefills) {
-      if (kTransposed) {
-        op.emitOpError("k-transposed is not supported by the prefill kernel");
-        failedAny = true;
-        continue;
-      }
-      failedAny |= failed(lowerPrefillAttention(module, op, kernels));
-    }
+    for (PrefillAttentionOp op : prefills)
+      failedAny |= failed(lowerPrefillAttention(module, op, kernels, kTransposed));
     for (MergeOp op : merges) {
       if (!hasIdentityLayout(op.getOut())) {
         op.emitOpError("the CPU lowering needs an identity (row-major) output layout");

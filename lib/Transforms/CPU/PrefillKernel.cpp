@@ -33,6 +33,7 @@ struct PrefillConfig {
   float scale;
   int64_t window;  // 0: none
   float softcap;   // 0: none
+  bool kTransposed = false; // K pieces stored [head_dim][block_size] (KernelConfig::kTransposed)
 
   int64_t group() const { return qHeads / kvHeads; }
   /// Chunk positions per parallel tile.
@@ -53,7 +54,7 @@ struct PrefillConfig {
       u /= 2;
     return u;
   }
-  std::string mangle() const { return mangleAttentionParams(*this); }
+  std::string mangle() const { return mangleAttentionParams(*this) + (kTransposed ? "_kt" : ""); }
 };
 
 /// (q, k, v, block_table, lens, out): batch, chunk, pool blocks and table width dynamic.
@@ -130,6 +131,7 @@ struct PrefillKernelBuilder {
   Emitter &e;
   const PrefillConfig &c;
   Value q, k, v, table, lens, out;
+  Value kT; // with c.kTransposed: k seen as [blocks][kv_heads][head_dim][block_size]
   // Per-iteration scratch (stack, scoped per OpenMP iteration by scf-to-openmp).
   Value qs;     // [rows, head_dim] q scaled
   Value acc;    // [rows, head_dim] unnormalized output
@@ -148,6 +150,8 @@ struct PrefillKernelBuilder {
   /// Logits of rows [r0, r1) of block |pb| for the tile's |nr| query rows into |scores|: a step
   /// of K rows is loaded and widened once for all query rows.
   void logits(Value pb, Value kvh, Value r0, Value r1, Value nr) {
+    if (c.kTransposed)
+      return logitsTransposed(pb, kvh, nr);
     forRows(e, r0, r1, c.rowsPerStep(), [&](Value row0, int64_t n) {
       SmallVector<SmallVector<Value>> kRows;
       for (int64_t i = 0; i < n; ++i)
@@ -169,6 +173,27 @@ struct PrefillKernelBuilder {
         else
           vector::StoreOp::create(b, sumTree(e, dots), scores, ValueRange{r, row0});
       });
+    });
+  }
+
+  /// logits from K stored transposed: every row of the block (the softmax masks the rows
+  /// outside [r0, r1) by position), up to 4 query rows at a time, each column of the block's
+  /// rows loaded and widened once for them and multiplied by each query row's broadcast q
+  /// element: no sum trees.
+  void logitsTransposed(Value pb, Value kvh, Value nr) {
+    int64_t bs = c.blockSize;
+    forRows(e, e.idx(0), nr, 4, [&](Value q0, int64_t n) {
+      SmallVector<Value> dots(n);
+      for (int64_t col = 0; col < c.headDim; ++col) {
+        Value kc = e.loadRowF32(kT, {pb, kvh, e.idx(col), e.idx(0)}, bs);
+        for (int64_t i = 0; i < n; ++i) {
+          Value qe = e.splat(
+              memref::LoadOp::create(b, qs, ValueRange{e.addi(q0, e.idx(i)), e.idx(col)}), bs);
+          dots[i] = dots[i] ? Value(vector::FMAOp::create(b, qe, kc, dots[i])) : e.mulf(qe, kc);
+        }
+      }
+      for (int64_t i = 0; i < n; ++i)
+        vector::StoreOp::create(b, dots[i], scores, ValueRange{e.addi(q0, e.idx(i)), e.idx(0)});
     });
   }
 
@@ -332,7 +357,9 @@ func::FuncOp buildPrefillKernel(ModuleOp module, StringRef name, const PrefillCo
   b.setInsertionPointToStart(fn.addEntryBlock());
   auto a = fn.getArguments();
   Emitter e{b};
-  PrefillKernelBuilder kb{b, e, c, a[0], a[1], a[2], a[3], a[4], a[5], {}, {}, {}, {}, {}};
+  PrefillKernelBuilder kb{b, e, c, a[0], a[1], a[2], a[3], a[4], a[5], {}, {}, {}, {}, {}, {}};
+  if (c.kTransposed)
+    kb.kT = transposedKView(b, kb.k);
   Value batch = memref::DimOp::create(b, kb.q, 0);
   Value chunk = memref::DimOp::create(b, kb.q, 1);
   Value numBlocks = memref::DimOp::create(b, kb.k, 0);
@@ -348,7 +375,8 @@ func::FuncOp buildPrefillKernel(ModuleOp module, StringRef name, const PrefillCo
 } // namespace
 
 LogicalResult cpu::lowerPrefillAttention(ModuleOp module, PrefillAttentionOp op,
-                                         llvm::StringMap<func::FuncOp> &kernels) {
+                                         llvm::StringMap<func::FuncOp> &kernels,
+                                         bool kTransposed) {
   auto kType = cast<MemRefType>(op.getKPool().getType());
   auto qType = cast<MemRefType>(op.getQ().getType());
   int64_t window = static_cast<int64_t>(op.getWindow().value_or(0));
@@ -361,7 +389,8 @@ LogicalResult cpu::lowerPrefillAttention(ModuleOp module, PrefillAttentionOp op,
                   // A window no int32 length can exceed is no window (and keeps the position
                   // arithmetic far from overflow).
                   window >= (int64_t(1) << 31) ? 0 : window,
-                  op.getSoftcap() ? op.getSoftcap()->convertToFloat() : 0.0f};
+                  op.getSoftcap() ? op.getSoftcap()->convertToFloat() : 0.0f,
+                  kTransposed};
   if (c.headDim % 4 != 0 || c.headDim > kMaxHeadDim)
     return op.emitOpError("head_dim ")
            << c.headDim << " is not supported by the CPU lowering (needs a multiple of 4 up to "

@@ -20,11 +20,15 @@ inline const char *dtypeName(DType t) {
 inline constexpr size_t kPoolAlignment = 64;
 
 /// Shape of one layer's K (and, identically, V) array: [num_blocks][kv_heads][block_size][head_dim].
+/// With kTransposed, each (block, kv head) piece of K holds its rows transposed, [head_dim]
+/// [block_size] (V is unchanged): the layout of code compiled with CompileOptions::kTransposed,
+/// whose decode logits then need no sum trees (docs/cpu-path.md, "K transposed per block").
 struct KvLayout {
   int32_t kvHeads = 8;
   int32_t blockSize = 16;  // tokens per block, 16..256
   int32_t headDim = 128;
   DType dtype = DType::kBF16;
+  bool kTransposed = false;
 
   size_t eltSize() const { return dtypeSize(dtype); }
   /// Bytes of one token row of one kv-head.
@@ -37,6 +41,12 @@ struct KvLayout {
   }
   size_t byteOffset(int64_t block, int32_t head, int32_t row) const {
     return elementOffset(block, head, row) * eltSize();
+  }
+  /// Byte offset of K element (block, head, row, col) inside a K array, in either K layout.
+  size_t kByteOffset(int64_t block, int32_t head, int32_t row, int32_t col) const {
+    size_t piece = elementOffset(block, head, 0);
+    size_t within = kTransposed ? size_t(col) * blockSize + row : size_t(row) * headDim + col;
+    return (piece + within) * eltSize();
   }
 };
 
