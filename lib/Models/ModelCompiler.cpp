@@ -42,8 +42,15 @@ std::string resolveWeightDtype(const std::string &requested, const std::string &
 /// of an older compiler are rebuilt rather than misread, and when the generated code gets faster,
 /// so that they are rebuilt rather than kept slow (3: the matmul's weight prefetch; 4: vector
 /// softmax statistics for GQA groups that are not a power of two, e.g. SmolLM2, and the f32
-/// kernel's paced prefetches on every target).
-constexpr int kGeneratorVersion = 4;
+/// kernel's paced prefetches on every target; 5: K stored transposed in the runner's pool).
+constexpr int kGeneratorVersion = 5;
+
+/// Whether the artifact's kernels read K transposed (see ModelCompileOptions::kTransposed): not
+/// with GPU kernels, nor with the bf16 dot products, which read K row-major.
+bool effectiveKTransposed(const ModelCompileOptions &options) {
+  const driver::CompileOptions &c = options.compile;
+  return options.kTransposed && !c.gpuKernels && !c.bf16Dot && !c.bf16DotRounded;
+}
 
 /// Whether |metaPath| was written by this generator version with the same attention arithmetic.
 bool sameBuild(const std::filesystem::path &metaPath, const ModelCompileOptions &options) {
@@ -51,7 +58,8 @@ bool sameBuild(const std::filesystem::path &metaPath, const ModelCompileOptions 
   nlohmann::json meta = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
   return !meta.is_discarded() && meta.is_object() &&
          meta.value("generator", 0) == kGeneratorVersion &&
-         meta.value("bf16_dot_rounded", false) == options.compile.bf16DotRounded;
+         meta.value("bf16_dot_rounded", false) == options.compile.bf16DotRounded &&
+         meta.value("k_transposed", false) == effectiveKTransposed(options);
 }
 
 } // namespace
@@ -81,6 +89,7 @@ double compileModelDir(const std::string &modelDir, const std::string &artifactD
     throw driver::CompileError("cannot create " + artifactDir + ": " + ec.message());
   driver::CompileOptions compile = options.compile;
   compile.sourceName = configPath + " (generated model module)";
+  compile.kTransposed = effectiveKTransposed(options);
   std::string libPath = (fs::path(artifactDir) / "model.so").string();
   driver::compileToSharedLibrary(module.mlir, libPath, compile);
   double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
@@ -99,6 +108,8 @@ double compileModelDir(const std::string &modelDir, const std::string &artifactD
   meta["target_cpu"] = compile.targetCpu;
   // Asked for; the kernels take it where the target has AVX512-BF16 (docs/models.md).
   meta["bf16_dot_rounded"] = compile.bf16DotRounded;
+  // The runner's pool stores K pieces [head_dim][block_size] when this is true.
+  meta["k_transposed"] = compile.kTransposed;
   meta["compile_seconds"] = seconds;
   meta["config"] = nlohmann::json::parse(text.str());
   meta["functions"] = module.functionArguments;
@@ -127,6 +138,8 @@ std::string ensureArtifact(const std::string &modelDir, std::string artifactDir,
       key += "_" + kv;
     if (options.compile.bf16DotRounded)
       key += "_dr";
+    if (!effectiveKTransposed(options))
+      key += "_krows";
     artifactDir = (fs::temp_directory_path() / "hybridgen-artifacts" / key).string();
   }
   fs::path meta = fs::path(artifactDir) / "metadata.json";

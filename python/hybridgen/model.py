@@ -27,14 +27,18 @@ def _is_artifact(path: str) -> bool:
 
 def compile_model(model_dir: str, artifact_dir: str = "", *, weight_dtype: str = "auto",
                   kv_dtypes: Sequence[str] = ("f32", "bf16"), prefill: bool = True,
-                  force: bool = False, bf16_dot_rounded: bool = False) -> str:
+                  force: bool = False, bf16_dot_rounded: bool = False,
+                  k_transposed: bool = True) -> str:
     """Compiles |model_dir| (config.json + safetensors) into an artifact dir and returns its path;
     an up-to-date artifact is reused unless |force|. |weight_dtype| "auto" compiles for the
     checkpoint's own element type (bf16 weights stay bf16: the same values, half the bytes).
     |bf16_dot_rounded|: the bf16 KV attention takes q and p rounded once to bf16 where the CPU has
-    AVX512-BF16 (faster; relative error ~1e-3, as a bf16 model's attention; docs/models.md)."""
+    AVX512-BF16 (faster; relative error ~1e-3, as a bf16 model's attention; docs/models.md).
+    |k_transposed|: the runner's KV pool stores K pieces transposed, as the kernels then read
+    them (exact arithmetic, faster decode attention on the CPU; docs/models.md)."""
     return _native.compile_model(os.fspath(model_dir), os.fspath(artifact_dir), weight_dtype,
-                                 list(kv_dtypes), prefill, force, bool(bf16_dot_rounded))
+                                 list(kv_dtypes), prefill, force, bool(bf16_dot_rounded),
+                                 bool(k_transposed))
 
 
 class Model:
@@ -45,13 +49,14 @@ class Model:
     checkpoint file's mapping instead of copying the weights into huge-page memory at load: less
     memory and a faster start, but decode reads the page cache's scattered pages more slowly
     (docs/models.md, "Weight memory"). |bf16_dot_rounded| compiles a model dir with the bf16 KV
-    attention on q and p rounded once to bf16 (see compile_model)."""
+    attention on q and p rounded once to bf16, |k_transposed| with K stored row-major when False (see
+    compile_model)."""
 
     def __init__(self, path, *, kv_dtype: Optional[str] = None, threads: Optional[int] = None,
                  policy: str = "feedback", batch: int = 1, max_context: int = 4096,
                  weight_dtype: str = "auto", artifact_dir: str = "", weights: str = "",
                  prefill_chunk: int = 512, gpu_tokens: int = 0, map_weights: bool = False,
-                 bf16_dot_rounded: bool = False):
+                 bf16_dot_rounded: bool = False, k_transposed: bool = True):
         path = os.fspath(path)
         if not os.path.isdir(path):
             raise ArgumentError(f"Model: {path} is not a directory (a model dir or an artifact)")
@@ -62,7 +67,8 @@ class Model:
             if kv_dtype and kv_dtype not in kvs:
                 kvs.append(kv_dtype)
             self.artifact = compile_model(path, artifact_dir, weight_dtype=weight_dtype,
-                                          kv_dtypes=kvs, bf16_dot_rounded=bf16_dot_rounded)
+                                          kv_dtypes=kvs, bf16_dot_rounded=bf16_dot_rounded,
+                                          k_transposed=k_transposed)
             weights = weights or path
         else:
             raise ArgumentError(f"Model: {path} has neither metadata.json (an artifact) nor "

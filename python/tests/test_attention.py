@@ -46,6 +46,21 @@ def test_k_transposed_matches_reference(rng, dtype, case):
     assert not np.allclose(attn(q, k, v, table, lens)[:3], out[:3], rtol=1e-2)
 
 
+@pytest.mark.parametrize("options,needle", [
+    ({"k_transposed": True, "bf16_dot_rounded": True}, "does not combine with bf16_dot"),
+    ({"k_transposed": True, "bf16_dot": True}, "does not combine with bf16_dot"),
+])
+def test_k_transposed_with_the_dot_product_kernel_is_a_compile_error(options, needle):
+    with pytest.raises(hg.CompileError, match=needle):
+        compile_for("bf16", q_heads=8, kv_heads=2, head_dim=64, split=0, options=options)
+
+
+def test_k_transposed_with_top_k_is_a_compile_error():
+    with pytest.raises(hg.CompileError, match="not supported by the top-k kernel"):
+        compile_for("f16", q_heads=8, kv_heads=2, head_dim=64, split=0, sparse=True, top_k=8,
+                    options={"k_transposed": True})
+
+
 @pytest.mark.parametrize("heads", [(8, 2), (9, 3), (10, 2), (16, 2)], ids=["g4", "g3", "g5", "g8"])
 @pytest.mark.parametrize("split", [0, 17, 33, 1000], ids=lambda s: f"split{s}")
 def test_bf16_dot_products_match_f32_path(rng, heads, split):

@@ -433,3 +433,30 @@ def test_bf16_dot_rounded_artifact_stays_within_the_bf16_bound_and_is_recorded(b
     hg.compile_model(model_dir, art, kv_dtypes=("bf16",))
     assert json.loads((art / "metadata.json").read_text())["bf16_dot_rounded"] is False
     assert (art / "model.so").stat().st_mtime_ns != first
+
+
+@pytest.mark.parametrize("arch", ("llama", "qwen2"))
+def test_k_row_major_and_transposed_artifacts_agree_and_are_recorded(built, tmp_path, arch):
+    """Model artifacts store K transposed in the runner's pool by default (k_transposed, recorded
+    in metadata.json); compiled with k_transposed=False they read it row-major. Both match the
+    float64 reference on the same weights, decode and prefill, and give the same greedy tokens."""
+    import json
+    from pathlib import Path
+    model_dir, cfg, weights, art = built(arch)
+    art = Path(art)
+    assert json.loads((art / "metadata.json").read_text())["k_transposed"] is True
+    rows = tmp_path / "rows"
+    hg.compile_model(model_dir, rows, k_transposed=False)
+    assert json.loads((rows / "metadata.json").read_text())["k_transposed"] is False
+    ids = prompt(37, cfg["vocab_size"], 5)
+    ref = models.forward(cfg, weights, ids)
+    outs = {}
+    for name, path in (("kt", art), ("rows", rows)):
+        m = hg.Model(path, policy="static:20", max_context=64, weights=str(model_dir))
+        got = np.stack([m.decode(np.array([t], np.int32))[0] for t in ids])
+        assert rel_err(got, ref) <= TOL, name
+        p = hg.Model(path, max_context=64, weights=str(model_dir), prefill_chunk=16)
+        assert rel_err(p.prefill(ids[None, :], all_logits=True)[0], ref) <= TOL, name
+        g = hg.Model(path, max_context=64, weights=str(model_dir))
+        outs[name] = g.generate(ids[:9], max_new_tokens=6)
+    assert list(outs["kt"]) == list(outs["rows"])

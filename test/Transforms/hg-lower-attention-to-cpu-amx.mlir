@@ -49,7 +49,7 @@
 // CHECK: amx.tile_mulf %{{.*}}, %{{.*}}, %{{.*}} : !amx.tile<16x32xbf16>, !amx.tile<16x32xbf16>, !amx.tile<16x16xf32>
 // CHECK: } else {
 // CHECK: scf.parallel (%{{[^,]*}}, %{{[^,]*}}, %{{[^,]*}}) =
-// CHECK: memref.alloca() : memref<4x16xf32>
+// CHECK: memref.alloca() {alignment = 64 : i64} : memref<4x16xf32>
 // The chunk merge is shared by both paths.
 // CHECK: scf.parallel (%{{.*}}, %{{.*}}) =
 

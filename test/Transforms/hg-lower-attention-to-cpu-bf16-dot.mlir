@@ -13,8 +13,8 @@
 // CHECK-LABEL: func.func @dense_bf16_dot
 // CHECK: call @[[KERNEL:__hg_cpu_dense_bf16_q32_kv8_b16_d128_[a-z0-9_]*_v256_dp]](
 // CHECK: func.func private @[[KERNEL]]
-// CHECK: memref.alloca() : memref<32x2x128xbf16>
-// CHECK: memref.alloca() : memref<2x4x8xi32>
+// CHECK: memref.alloca() {alignment = 64 : i64} : memref<32x2x128xbf16>
+// CHECK: memref.alloca() {alignment = 64 : i64} : memref<2x4x8xi32>
 // q: hi = truncf(q * scale), lo = truncf(q * scale - hi).
 // CHECK: %[[HI:.*]] = arith.truncf %[[QS:.*]] : vector<16xf32> to vector<16xbf16>
 // CHECK: %[[HIF:.*]] = arith.extf %[[HI]] : vector<16xbf16> to vector<16xf32>
@@ -40,8 +40,8 @@
 // each pair of V rows takes one dot product per head instead of two; the kernel is named _dr.
 // RND-LABEL: func.func @dense_bf16_dot
 // RND: func.func private @__hg_cpu_dense_bf16{{.*}}_v256_dr(
-// RND: memref.alloca() : memref<32x1x128xbf16>
-// RND: memref.alloca() : memref<1x4x8xi32>
+// RND: memref.alloca() {alignment = 64 : i64} : memref<32x1x128xbf16>
+// RND: memref.alloca() {alignment = 64 : i64} : memref<1x4x8xi32>
 // RND: %[[HI:.*]] = arith.truncf %{{.*}} : vector<16xf32> to vector<16xbf16>
 // RND: vector.store %[[HI]], %{{.*}} : memref<32x1x128xbf16>, vector<16xbf16>
 // RND-NOT: arith.extf

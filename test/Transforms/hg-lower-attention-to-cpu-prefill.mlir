@@ -19,9 +19,9 @@
 // CHECK: func.func private @[[KERNEL]](
 // CHECK: %[[TILES:.*]] = arith.divui
 // CHECK: scf.parallel (%{{.*}}, %{{.*}}, %{{.*}}) = ({{.*}}) to (%{{.*}}, %c2{{.*}}, %[[TILES]])
-// CHECK: memref.alloca() : memref<32x64xf32>
-// CHECK: memref.alloca() : memref<32x64xf32>
-// CHECK: memref.alloca() : memref<32x16xf32>
+// CHECK: memref.alloca() {alignment = 64 : i64} : memref<32x64xf32>
+// CHECK: memref.alloca() {alignment = 64 : i64} : memref<32x64xf32>
+// CHECK: memref.alloca() {alignment = 64 : i64} : memref<32x16xf32>
 // Block ids outside the pool are skipped, one compare pair per block.
 // CHECK: memref.load %{{.*}} : memref<?x?xi32>
 // CHECK-NEXT: %[[PB:.*]] = arith.index_cast %{{.*}} : i32 to index
@@ -68,7 +68,7 @@ func.func @prefill_in_dynamic_segment(%layer: index, %q: !q, %k: !kv, %v: !kv,
 // Without a window no lower-bound mask is built, and without a softcap no tanh; an f32 pool is
 // read without widening; MHA (group 1) takes tiles of 32 positions.
 // CHECK-LABEL: func.func private @__hg_cpu_prefill_f32_q4_kv4_b16_d64
-// CHECK: memref.alloca() : memref<32x64xf32>
+// CHECK: memref.alloca() {alignment = 64 : i64} : memref<32x64xf32>
 // CHECK-NOT: math.tanh
 // CHECK-NOT: arith.extf
 // CHECK: arith.cmpi sle, %{{.*}} : vector<16xi32>

@@ -20,9 +20,9 @@
 // Units are split into groups where (sequence, chunk) pairs are fewer than two per thread.
 // CHECK: call @omp_get_max_threads() : () -> i32
 // CHECK: scf.parallel (%{{[^,]*}}, %{{[^,]*}}, %{{[^,]*}}) = {{.*}} {
-// CHECK: memref.alloca() : memref<4x16xf32>
-// CHECK: memref.alloca() : memref<2x4x64xf32>
-// CHECK: memref.alloca() : memref<8x64xf32>
+// CHECK: memref.alloca() {alignment = 64 : i64} : memref<4x16xf32>
+// CHECK: memref.alloca() {alignment = 64 : i64} : memref<2x4x64xf32>
+// CHECK: memref.alloca() {alignment = 64 : i64} : memref<8x64xf32>
 // CHECK: vector.shuffle %{{.*}} [0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30] : vector<32xf32>, vector<32xf32>
 // CHECK: memref.prefetch %{{.*}}, read, locality<3>, data : memref<?x2x16x64xbf16>
 // Slot-major: blocks, then the kv-head units of a block, each with its statistics from the stack.

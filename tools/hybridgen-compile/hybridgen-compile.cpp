@@ -93,6 +93,13 @@ static cl::opt<bool> dynamicSegments("dynamic-segments",
                                               "(false: every layer is segment 0)"),
                                      cl::init(true), cl::cat(compileCategory));
 
+static cl::opt<cl::boolOrDefault> kTransposed(
+    "k-transposed",
+    cl::desc("K pool pieces stored transposed, [head_dim][block_size] (model mode: the runner's "
+             "pool; default on, off with --gpu. Attention modules: the caller's pools; default "
+             "off)"),
+    cl::cat(compileCategory));
+
 /// Model mode: a Hugging Face model directory becomes an artifact directory.
 static int compileModel(const hybridgen::driver::CompileOptions &compile) {
   hybridgen::models::ModelCompileOptions options;
@@ -100,6 +107,7 @@ static int compileModel(const hybridgen::driver::CompileOptions &compile) {
   options.weightDtype = weightDtype;
   options.prefill = modelPrefill;
   options.dynamicSegments = dynamicSegments;
+  options.kTransposed = kTransposed != cl::BOU_FALSE;
   options.kvDtypes.clear();
   llvm::SmallVector<llvm::StringRef> parts;
   llvm::StringRef(kvDtypes.getValue()).split(parts, ',', -1, /*KeepEmpty=*/false);
@@ -146,8 +154,15 @@ int main(int argc, char **argv) {
     llvm::errs() << "hybridgen-compile: note: the target (" << targetCpu.getValue()
                  << ") has no AVX512-BF16, so --bf16-dot" << (useBf16DotRounded ? "-rounded" : "")
                  << " changes nothing: bf16 KV keeps the f32 FMA kernels\n";
-  if (inputFile != "-" && llvm::sys::fs::is_directory(inputFile.getValue()))
+  if (inputFile != "-" && llvm::sys::fs::is_directory(inputFile.getValue())) {
+    if (kTransposed == cl::BOU_TRUE && (gpuKernels || useBf16Dot || useBf16DotRounded)) {
+      llvm::errs() << "hybridgen-compile: --k-transposed does not go with --gpu, --bf16-dot or "
+                      "--bf16-dot-rounded (they read K row-major)\n";
+      return 1;
+    }
     return compileModel(options);
+  }
+  options.kTransposed = kTransposed == cl::BOU_TRUE;
 
   auto buffer = llvm::MemoryBuffer::getFileOrSTDIN(inputFile);
   if (!buffer) {

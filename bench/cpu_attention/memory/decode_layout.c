@@ -6,9 +6,9 @@
 //   row-major  K as the pool stores it, [block][16 rows][64]: each row's dot products in 8-lane
 //              f32 chains, 4 rows x 3 heads interleaved, then a sum tree per 8 rows and head (the
 //              generated kernel's formulation);
-//   transposed K per block as [32 column pairs][16 rows][2]: one 64-byte load is one column
-//              pair of all 16 rows, so the logits of the block are 16-lane FMAs against q's
-//              broadcast elements, no tree.
+//   transposed K per block as [64 columns][16 rows] (the pool's KvLayout::kTransposed): one
+//              32-byte load is one column of all 16 rows, so the logits of the block are 16-lane
+//              FMAs against q's broadcast elements, no tree.
 // Softmax and p.V (16-lane FMAs, V row-major) are the same code in both. Not part of the build
 // (needs AVX-512F):
 //
@@ -145,7 +145,12 @@ __attribute__((noinline)) static void attendRowMajor(const uint16_t *K, const ui
   stateFinish(&st, out);
 }
 
-// K transposed per block [block][32 column pairs][16 rows][2]; q in natural order.
+static inline __m512 widen16(const uint16_t *p) { // 16 bf16 -> 16 f32
+  __m512i x = _mm512_cvtepu16_epi32(_mm256_load_si256((const __m256i *)p));
+  return _mm512_castsi512_ps(_mm512_slli_epi32(x, 16));
+}
+
+// K transposed per block [block][64 columns][16 rows]; q in natural order; two chains per head.
 __attribute__((noinline)) static void attendTransposed(const uint16_t *KT, const uint16_t *V, int rows,
                                                        const float *q, float *out) {
   State st;
@@ -157,8 +162,7 @@ __attribute__((noinline)) static void attendTransposed(const uint16_t *KT, const
     for (int h = 0; h < H; ++h)
       even[h] = odd[h] = _mm512_setzero_ps();
     for (int d = 0; d < D; d += 2) {
-      __m512i x = _mm512_load_si512(kb + d * BS);
-      __m512 e = widenEven(x), o = widenOdd(x);
+      __m512 e = widen16(kb + d * BS), o = widen16(kb + (d + 1) * BS);
       for (int h = 0; h < H; ++h) {
         even[h] = _mm512_fmadd_ps(_mm512_set1_ps(q[h * D + d]), e, even[h]);
         odd[h] = _mm512_fmadd_ps(_mm512_set1_ps(q[h * D + d + 1]), o, odd[h]);
@@ -248,11 +252,9 @@ int main(int argc, char **argv) {
         qPerm[h * D + c + 8 + j] = q[h * D + c + 2 * j + 1];
       }
   for (int b = 0; b < rows; b += BS)
-    for (int d = 0; d < D; d += 2)
-      for (int t = 0; t < BS; ++t) {
-        KT[(size_t)b * D + d * BS + t * 2] = K[(size_t)(b + t) * D + d];
-        KT[(size_t)b * D + d * BS + t * 2 + 1] = K[(size_t)(b + t) * D + d + 1];
-      }
+    for (int d = 0; d < D; ++d)
+      for (int t = 0; t < BS; ++t)
+        KT[(size_t)b * D + d * BS + t] = K[(size_t)(b + t) * D + d];
   double *logit = malloc(sizeof(double) * rows);
   for (int h = 0; h < H; ++h) {
     double mx = -INFINITY, den = 0;

@@ -75,9 +75,11 @@ struct CompileOptions {
   /// The K pools the compiled code reads hold each (block, kv head) piece transposed,
   /// [head_dim][block_size] instead of [block_size][head_dim] (V unchanged; the runtime's
   /// KvLayout::kTransposed writes them so). The dense CPU kernel then computes the logits
-  /// without sum trees: on AMD Zen 4, one thread, exact f32 arithmetic, SmolLM2's attention
-  /// (docs/cpu-path.md, "K transposed per block"). Not supported with top-k attention or GPU
-  /// kernels (a CompileError says so).
+  /// without sum trees, in the same exact f32 arithmetic: on AMD Zen 4, one thread, SmolLM2's
+  /// bf16 attention read 0.77-0.91 of the memory roof against 0.53-0.70 (docs/cpu-path.md, "K
+  /// transposed per block"). Off by default here (the caller owns the pools); model artifacts
+  /// turn it on. Not supported with top-k attention, GPU kernels or bf16Dot/bf16DotRounded (a
+  /// CompileError says so).
   bool kTransposed = false;
   /// Shared libraries the JIT loads (libomp, the runtime); empty = the defaults found at build time.
   std::vector<std::string> sharedLibs;

@@ -592,7 +592,7 @@ void DenseBlock::block(Value s, Value kvh, Value blk, Value t0, Value t1, Value 
   // 0.58-0.74. The hardware prefetchers alone reach ~0.69; every 2nd or 8th row 0.59-0.68, only
   // K 0.61-0.70; into L2 only (locality 1/2, measured on the earlier head-major walk) 0.62-0.72.
   // On this walk V into L2 and K into L1 measured best (prefetchRow).
-  // With K transposed the next piece's K is not asked for: into L1 (below) it cost 2-13% of the
+  // With K transposed the next piece's K is not asked for: into L1 (below) it cost 2-16% of the
   // bf16 kernel's DRAM rate at SmolLM2's shape and gained ~12% at Llama-3-8B's (AMD Zen 4, 64K
   // tokens, one thread, far prefetch on; docs/cpu-path.md, "K transposed per block").
   Value nextK = treeRows(c) && !c.kTransposed ? pbNext : Value();

@@ -174,25 +174,25 @@ func::FuncOp cpu::buildDenseKernel(ModuleOp module, StringRef name, const Kernel
     std::tie(u0, u1) = e.part(gi, units, unitGroups);
     Value n = e.subi(u1, u0);
     // scf-to-openmp scopes each iteration's stack allocations (alloca_scope).
-    body.scores = memref::AllocaOp::create(b, MemRefType::get({gs, bs}, e.f32()));
+    body.scores = memref::AllocaOp::create(b, MemRefType::get({gs, bs}, e.f32()), e.stackAlign());
     // Lanes outside a block's valid rows are masked, but never leave them uninitialized.
     for (int64_t g = 0; g < gs; ++g)
       vector::StoreOp::create(b, e.splat(e.negInf(), bs), body.scores,
                               ValueRange{e.idx(g), e.idx(0)});
-    body.acc = memref::AllocaOp::create(b, MemRefType::get({c.kvHeads * nsub, gs, d}, e.f32()));
+    body.acc = memref::AllocaOp::create(b, MemRefType::get({c.kvHeads * nsub, gs, d}, e.f32()), e.stackAlign());
     // q of every head, scaled, as the dot-width slices the block code takes (qv[g * nw + j] at
     // column j * w), in the (even, odd) order of bf16Pairs where it applies.
     bool dot = bf16DotApplies(c);
     int64_t halves = bf16DotHalves(c);
     body.qs =
-        dot ? memref::AllocaOp::create(b, MemRefType::get({c.qHeads, halves, d}, c.kvType))
-            : memref::AllocaOp::create(b, MemRefType::get({c.qHeads, d}, e.f32()));
+        dot ? memref::AllocaOp::create(b, MemRefType::get({c.qHeads, halves, d}, c.kvType), e.stackAlign())
+            : memref::AllocaOp::create(b, MemRefType::get({c.qHeads, d}, e.f32()), e.stackAlign());
     if (dot)
       body.probs =
-          memref::AllocaOp::create(b, MemRefType::get({halves, gs, bs / 2}, b.getI32Type()));
+          memref::AllocaOp::create(b, MemRefType::get({halves, gs, bs / 2}, b.getI32Type()), e.stackAlign());
     auto statType = MemRefType::get({c.kvHeads * nsub, gs}, e.f32());
-    body.maxes = memref::AllocaOp::create(b, statType);
-    body.sums = memref::AllocaOp::create(b, statType);
+    body.maxes = memref::AllocaOp::create(b, statType, e.stackAlign());
+    body.sums = memref::AllocaOp::create(b, statType, e.stackAlign());
     Value scaleW = e.splat(e.cf(c.scale), w);
     auto sliceType = VectorType::get({w}, e.f32());
     e.forEach(u0, u1, e.idx(1), [&](Value u) {

@@ -280,11 +280,11 @@ struct PrefillKernelBuilder {
   /// One (sequence |s|, kv head |kvh|, tile |tile|) iteration.
   void tile(Value s, Value kvh, Value tileIdx, Value chunk, Value capacity, Value numBlocks) {
     int64_t rowsMax = c.tileQueryRows(), d = c.headDim, bs = c.blockSize, g = c.group();
-    qs = memref::AllocaOp::create(b, MemRefType::get({rowsMax, d}, e.f32()));
-    acc = memref::AllocaOp::create(b, MemRefType::get({rowsMax, d}, e.f32()));
-    scores = memref::AllocaOp::create(b, MemRefType::get({rowsMax, bs}, e.f32()));
-    maxes = memref::AllocaOp::create(b, MemRefType::get({rowsMax}, e.f32()));
-    sums = memref::AllocaOp::create(b, MemRefType::get({rowsMax}, e.f32()));
+    qs = memref::AllocaOp::create(b, MemRefType::get({rowsMax, d}, e.f32()), e.stackAlign());
+    acc = memref::AllocaOp::create(b, MemRefType::get({rowsMax, d}, e.f32()), e.stackAlign());
+    scores = memref::AllocaOp::create(b, MemRefType::get({rowsMax, bs}, e.f32()), e.stackAlign());
+    maxes = memref::AllocaOp::create(b, MemRefType::get({rowsMax}, e.f32()), e.stackAlign());
+    sums = memref::AllocaOp::create(b, MemRefType::get({rowsMax}, e.f32()), e.stackAlign());
 
     Value t0 = e.muli(tileIdx, e.idx(c.tileRows()));
     Value nt = e.mini(e.idx(c.tileRows()), e.subi(chunk, t0));

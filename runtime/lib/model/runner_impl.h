@@ -32,6 +32,7 @@ struct ModelRunner::Impl {
   std::string kvDtype;
   int64_t blockSize = 16;
   bool hasPrefill = false;
+  bool kTransposed = false; // metadata.json k_transposed: the pool stores K pieces transposed
 
   std::unique_ptr<memref_call::AotLibrary> library;
   std::unique_ptr<Checkpoint> checkpoint;

@@ -217,6 +217,7 @@ Result<std::unique_ptr<ModelRunner>> ModelRunner::open(const std::string &artifa
     impl->weightDtype = meta.at("weight_dtype").get<std::string>();
     impl->blockSize = meta.at("block_size").get<int64_t>();
     impl->hasPrefill = meta.value("prefill", false);
+    impl->kTransposed = meta.value("k_transposed", false);
     std::vector<std::string> kvs = meta.at("kv_dtypes").get<std::vector<std::string>>();
     if (kvs.empty())
       return invalidArgument(metaPath + ": kv_dtypes is empty");
@@ -276,7 +277,8 @@ Result<std::unique_ptr<ModelRunner>> ModelRunner::open(const std::string &artifa
   Result<DType> kvType = poolDType(impl->kvDtype);
   if (!kvType)
     return kvType.status();
-  KvLayout layout{int32_t(c.kvHeads), int32_t(impl->blockSize), int32_t(c.headDim), *kvType};
+  KvLayout layout{int32_t(c.kvHeads), int32_t(impl->blockSize), int32_t(c.headDim), *kvType,
+                  impl->kTransposed};
   int64_t blocksPerSeq = (options.maxContext + impl->blockSize - 1) / impl->blockSize + 1;
   DiscoverOptions discover;
   discover.probeBytes = 16ull << 20;
