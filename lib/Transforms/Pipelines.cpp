@@ -68,9 +68,10 @@ struct CPUPipelineCLOptions : PassPipelineOptions<CPUPipelineCLOptions> {
       llvm::cl::desc("As bf16-dot (implied), with q and p rounded once to bf16 (half the "
                      "dot products)"),
       llvm::cl::init(false)};
-  Option<bool> kTransposed{*this, "k-transposed",
-                           llvm::cl::desc("K pool pieces stored transposed, [head_dim][block_size]"),
-                           llvm::cl::init(false)};
+  Option<bool> kTransposed{
+      *this, "k-transposed",
+      llvm::cl::desc("K pool pieces stored transposed, [head_dim][block_size]"),
+      llvm::cl::init(false)};
   Option<bool> aot{*this, "aot", llvm::cl::desc("Set target CPU and features on every llvm.func"),
                    llvm::cl::init(false)};
   Option<std::string> targetCpu{*this, "target-cpu", llvm::cl::desc("CPU for aot ('host')"),

@@ -107,13 +107,19 @@ void copyKRow(const KvLayout &L, char *kArray, int32_t b, int32_t h, int32_t r, 
   char *rowBytes = static_cast<char *>(row);
   if (!L.kTransposed) {
     char *at = kArray + L.byteOffset(b, h, r);
-    toPool ? std::memcpy(at, rowBytes, L.rowBytes()) : std::memcpy(rowBytes, at, L.rowBytes());
+    if (toPool)
+      std::memcpy(at, rowBytes, L.rowBytes());
+    else
+      std::memcpy(rowBytes, at, L.rowBytes());
     return;
   }
   const size_t elt = L.eltSize();
   for (int32_t col = 0; col < L.headDim; ++col) {
     char *at = kArray + L.kByteOffset(b, h, r, col);
-    toPool ? std::memcpy(at, rowBytes + col * elt, elt) : std::memcpy(rowBytes + col * elt, at, elt);
+    if (toPool)
+      std::memcpy(at, rowBytes + col * elt, elt);
+    else
+      std::memcpy(rowBytes + col * elt, at, elt);
   }
 }
 

@@ -179,17 +179,20 @@ func::FuncOp cpu::buildDenseKernel(ModuleOp module, StringRef name, const Kernel
     for (int64_t g = 0; g < gs; ++g)
       vector::StoreOp::create(b, e.splat(e.negInf(), bs), body.scores,
                               ValueRange{e.idx(g), e.idx(0)});
-    body.acc = memref::AllocaOp::create(b, MemRefType::get({c.kvHeads * nsub, gs, d}, e.f32()), e.stackAlign());
+    body.acc = memref::AllocaOp::create(b, MemRefType::get({c.kvHeads * nsub, gs, d}, e.f32()),
+                                        e.stackAlign());
     // q of every head, scaled, as the dot-width slices the block code takes (qv[g * nw + j] at
     // column j * w), in the (even, odd) order of bf16Pairs where it applies.
     bool dot = bf16DotApplies(c);
     int64_t halves = bf16DotHalves(c);
     body.qs =
-        dot ? memref::AllocaOp::create(b, MemRefType::get({c.qHeads, halves, d}, c.kvType), e.stackAlign())
+        dot ? memref::AllocaOp::create(b, MemRefType::get({c.qHeads, halves, d}, c.kvType),
+                                       e.stackAlign())
             : memref::AllocaOp::create(b, MemRefType::get({c.qHeads, d}, e.f32()), e.stackAlign());
     if (dot)
       body.probs =
-          memref::AllocaOp::create(b, MemRefType::get({halves, gs, bs / 2}, b.getI32Type()), e.stackAlign());
+          memref::AllocaOp::create(b, MemRefType::get({halves, gs, bs / 2}, b.getI32Type()),
+                                   e.stackAlign());
     auto statType = MemRefType::get({c.kvHeads * nsub, gs}, e.f32());
     body.maxes = memref::AllocaOp::create(b, statType, e.stackAlign());
     body.sums = memref::AllocaOp::create(b, statType, e.stackAlign());
