@@ -100,27 +100,25 @@ Result<const std::vector<int32_t> *> KvPool::tokenBlocks(int64_t seq, int32_t la
 
 namespace {
 
-/// Copies K row |r| of kv head |h| in block |b| between a K array and |row| (head_dim elements),
-/// element by element where the layout stores the piece transposed.
-void copyKRow(const KvLayout &L, char *kArray, int32_t b, int32_t h, int32_t r, void *row,
-              bool toPool) {
-  char *rowBytes = static_cast<char *>(row);
+/// Stores |row| (head_dim elements) as K row |r| of kv head |h| in block |b| of |kArray|, element
+/// by element where the layout stores the piece transposed.
+void storeKRow(const KvLayout &L, char *kArray, int32_t b, int32_t h, int32_t r, const char *row) {
   if (!L.kTransposed) {
-    char *at = kArray + L.byteOffset(b, h, r);
-    if (toPool)
-      std::memcpy(at, rowBytes, L.rowBytes());
-    else
-      std::memcpy(rowBytes, at, L.rowBytes());
+    std::memcpy(kArray + L.byteOffset(b, h, r), row, L.rowBytes());
     return;
   }
-  const size_t elt = L.eltSize();
-  for (int32_t col = 0; col < L.headDim; ++col) {
-    char *at = kArray + L.kByteOffset(b, h, r, col);
-    if (toPool)
-      std::memcpy(at, rowBytes + col * elt, elt);
-    else
-      std::memcpy(rowBytes + col * elt, at, elt);
+  for (int32_t col = 0; col < L.headDim; ++col)
+    std::memcpy(kArray + L.kByteOffset(b, h, r, col), row + col * L.eltSize(), L.eltSize());
+}
+
+/// The inverse of storeKRow: K row |r| of kv head |h| in block |b| into |row|.
+void loadKRow(const KvLayout &L, const char *kArray, int32_t b, int32_t h, int32_t r, char *row) {
+  if (!L.kTransposed) {
+    std::memcpy(row, kArray + L.byteOffset(b, h, r), L.rowBytes());
+    return;
   }
+  for (int32_t col = 0; col < L.headDim; ++col)
+    std::memcpy(row + col * L.eltSize(), kArray + L.kByteOffset(b, h, r, col), L.eltSize());
 }
 
 } // namespace
@@ -152,7 +150,7 @@ Status KvPool::writeTokens(int64_t seq, int32_t layer, int64_t pos, int64_t n, c
         devV.push_back({2 * layer + 1, L.byteOffset(b, h, r), const_cast<char *>(vs + src), row});
         continue;
       }
-      copyKRow(L, kd, b, h, r, const_cast<char *>(ks + src), /*toPool=*/true);
+      storeKRow(L, kd, b, h, r, ks + src);
       std::memcpy(vd + L.byteOffset(b, h, r), vs + src, row);
     }
   }
@@ -185,7 +183,7 @@ Status KvPool::readTokens(int64_t seq, int32_t layer, int64_t pos, int64_t n, vo
         devV.push_back({2 * layer + 1, L.byteOffset(b, h, r), vo + dst, row});
         continue;
       }
-      copyKRow(L, const_cast<char *>(kd), b, h, r, ko + dst, /*toPool=*/false);
+      loadKRow(L, kd, b, h, r, ko + dst);
       std::memcpy(vo + dst, vd + L.byteOffset(b, h, r), row);
     }
   }
