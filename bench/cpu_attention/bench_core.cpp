@@ -163,6 +163,8 @@ bool parseCommonFlag(const std::string &a, BenchOptions &opts) {
     opts.block = std::stoll(v);
   else if (const char *v = value("--reuse-blocks="))
     opts.reuseBlocks = std::stoll(v);
+  else if (const char *v = value("--run-blocks="))
+    opts.runBlocks = std::max<int64_t>(1, std::stoll(v));
   else
     return false;
   return true;
@@ -213,12 +215,16 @@ void runCases(const BenchOptions &opts,
         fill(k, dtype, 1);
         fill(v, dtype, 2);
         std::vector<int32_t> table(batch * blocksPerSeq), lens(batch, int32_t(context));
-        // Interleave the sequences' blocks, as an allocator serving a batch would.
-        int64_t reuse = opts.reuseBlocks;
+        // Interleave the sequences' blocks, as an allocator serving a batch would: one block
+        // (or a run of --run-blocks consecutive blocks) of each sequence in turn.
+        int64_t reuse = opts.reuseBlocks, run = std::min(opts.runBlocks, blocksPerSeq);
         for (int64_t b = 0; b < batch; ++b)
-          for (int64_t i = 0; i < blocksPerSeq; ++i)
-            table[b * blocksPerSeq + i] =
-                int32_t(reuse > 0 ? (i * batch + b) % reuse : i * batch + b);
+          for (int64_t i = 0; i < blocksPerSeq; ++i) {
+            int64_t id = (i / run * batch + b) * run + i % run;
+            if (i / run == (blocksPerSeq - 1) / run) // the last, maybe shorter, runs
+              id = (i / run * batch) * run + b * (blocksPerSeq - i / run * run) + i % run;
+            table[b * blocksPerSeq + i] = int32_t(reuse > 0 ? id % reuse : id);
+          }
         std::vector<float> q(batch * opts.qHeads * opts.headDim, 0.01f), out(q.size());
         std::vector<int64_t> poolShape = {numBlocks, opts.kvHeads, block, opts.headDim};
         std::vector<int64_t> qShape = {batch, opts.qHeads, opts.headDim};

@@ -23,6 +23,7 @@ struct BenchOptions {
   double maxGiB = 4.5, minSeconds = 0.4;
   int64_t qHeads = 32, kvHeads = 8, headDim = 128, block = 16;
   int64_t reuseBlocks = 0; // >0: every sequence reads the first N pool blocks (cache-resident)
+  int64_t runBlocks = 1;   // the sequences' blocks interleave in runs of N consecutive blocks
 };
 
 /// Steady-clock seconds (for timing compiles and calls).
@@ -33,7 +34,8 @@ double now();
 std::string kernelPath(const std::string &dir, const std::string &dtype, bool amx);
 
 /// Parses the command line: the common flags (--contexts=, --batches=, --dtypes=, --threads=,
-/// --max-gib=, --min-seconds=, --q-heads=, --kv-heads=, --head-dim=, --block=, --reuse-blocks=)
+/// --max-gib=, --min-seconds=, --q-heads=, --kv-heads=, --head-dim=, --block=, --reuse-blocks=,
+/// --run-blocks=)
 /// into |opts|, every other argument through |own| (false: not one of its flags). Prints the
 /// first unknown argument and returns false.
 bool parseFlags(int argc, char **argv, BenchOptions &opts,

@@ -4,7 +4,8 @@
 //   hybridgen_cpu_attention_bench [--contexts=4096,16384,...] [--batches=1,8] [--dtypes=bf16,f32]
 //                                 [--threads=1,2] [--max-gib=4.5] [--min-seconds=0.4]
 //                                 [--aot=PATH.so] [--save-aot=DIR] [--q-heads=32] [--block=16]
-//                                 [--chunk-tokens=N] [--reuse-blocks=N] [--no-amx]
+//                                 [--chunk-tokens=N] [--reuse-blocks=N] [--run-blocks=N]
+//                                 [--no-amx]
 //                                 [--bf16-dot] [--bf16-dot-rounded] [--k-transposed]
 //
 // --aot compiles ahead of time to PATH.so (hybridgen-compile's path) and calls it through
@@ -20,6 +21,8 @@
 // data either way, so only the speed differs).
 // --reuse-blocks=N points every sequence's blocks at the first N pool blocks (cache-resident KV:
 // the kernel's compute rate; GB/s then counts logical bytes).
+// --run-blocks=N lays each sequence's blocks out in runs of N consecutive pool blocks (default 1:
+// the sequences of a batch take turns block by block, as the runtime's pool hands them out).
 //
 // Prints one CSV row per case: context,batch,dtype,threads,kv_bytes,seconds,gbps,roof_gbps,ratio
 // (seconds: the best call; roof: the best pass, both taken in alternating rounds).

@@ -241,14 +241,18 @@ void buildPipeline(OpPassManager &pm, const CompileOptions &options, bool aot) {
   }
   opts.allDevices = options.allDevicesOnCpu;
   opts.chunkTokens = options.chunkTokens;
-  // The far prefetch pays on AMD Zen 4 with AVX-512 (mean 0.35 -> 0.45 of the roof there) and
-  // costs everywhere else it was measured: AMD Zen 3 (0.58 -> 0.51) and an Intel Sapphire Rapids
-  // class Xeon (f16 0.53 -> 0.48, f32 0.69 -> 0.66); docs/cpu-path.md.
+  // With row-major K the far prefetch pays on AMD Zen 4 with AVX-512 (mean 0.35 -> 0.45 of the
+  // roof there) and costs everywhere else it was measured: AMD Zen 3 (0.58 -> 0.51), Intel
+  // Sapphire Rapids (f16 0.53 -> 0.48, f32 0.69 -> 0.66) and Emerald Rapids (0.77 -> 0.65). The
+  // transposed-K kernel has no near prefetch of the next piece's K, so the far one is its only
+  // software prefetch of K: on Emerald Rapids it took the Llama-3-8B shape from 0.68 to 0.78 of
+  // the roof (128K tokens, batch 1) and SmolLM2's from 0.58 to 0.74 (64K, batch 8); it is on
+  // for transposed K on every target (docs/cpu-path.md, "The far prefetch with K transposed").
   bool zen4 = tm->getTargetCPU() == "znver4" && targetVectorBits(*tm) == 512;
   opts.farPrefetchBytes = options.farPrefetchBytes != mlir::hybridgen::kTargetFarPrefetchBytes
                               ? options.farPrefetchBytes
-                          : zen4 ? mlir::hybridgen::kZen4FarPrefetchBytes
-                                 : 0;
+                          : zen4 || options.kTransposed ? mlir::hybridgen::kDefaultFarPrefetchBytes
+                                                        : 0;
   opts.aot = aot;
   opts.targetCpu = options.targetCpu;
   opts.targetFeatures = options.targetFeatures;

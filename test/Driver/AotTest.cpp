@@ -141,8 +141,9 @@ TEST(Aot, Zen4Uses256BitTilesFor16BitKv) {
   EXPECT_EQ(f32.find("_v256"), std::string::npos) << f32;
 }
 
-// The far L2 prefetch is on by default only where it measured faster, AMD Zen 4 with AVX-512
-// (the "_f8192" kernel); Intel and AVX2-only targets get none unless asked (docs/cpu-path.md).
+// The far L2 prefetch is on by default only where it measured faster: AMD Zen 4 with AVX-512
+// (the "_f8192" kernel), and transposed K on every target; row-major K on Intel and AVX2-only
+// targets gets none unless asked (docs/cpu-path.md).
 TEST(Aot, FarPrefetchDefaultFollowsTheTargetCpu) {
   auto kernelNames = [](const std::string &cpu, const std::string &features, int64_t far) {
     hybridgen::driver::CompileOptions opts;
@@ -170,6 +171,18 @@ TEST(Aot, FarPrefetchDefaultFollowsTheTargetCpu) {
     EXPECT_NE(names.find("__hg_cpu_dense_f32"), std::string::npos) << cpu << ": " << names;
     EXPECT_EQ(farSuffix(names), "none") << cpu << ": " << names;
     EXPECT_EQ(farSuffix(kernelNames(cpu, "", 8192)), "8192") << cpu;
+  }
+  // Transposed K has no near prefetch of the next piece's K: the far one is on for every target.
+  for (const char *cpu : {"sapphirerapids", "emeraldrapids", "x86-64-v3", "znver3", "znver4"}) {
+    hybridgen::driver::CompileOptions opts;
+    opts.targetCpu = cpu;
+    opts.kTransposed = true;
+    std::string names = denseKernelNames("bf16", opts, std::string("far_kt_") + cpu);
+    EXPECT_NE(names.find("_kt"), std::string::npos) << cpu << ": " << names;
+    EXPECT_EQ(farSuffix(names), "8192") << cpu << ": " << names;
+    opts.farPrefetchBytes = 0;
+    EXPECT_EQ(farSuffix(denseKernelNames("bf16", opts, std::string("far_kt0_") + cpu)), "none")
+        << cpu;
   }
 }
 

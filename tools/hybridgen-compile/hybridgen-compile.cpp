@@ -55,7 +55,8 @@ static cl::opt<int64_t> chunkTokens("chunk-tokens",
 static cl::opt<int64_t> farPrefetchBytes(
     "far-prefetch-bytes",
     cl::desc("How far ahead the dense CPU kernel prefetches K and V into L2, bytes of one K "
-             "stream (0 = off; -1 = the target's: 8192 on znver4 with AVX-512, else off)"),
+             "stream (0 = off; -1 = the target's: 8192 with K transposed or on znver4 with "
+             "AVX-512, else off)"),
     cl::init(hybridgen::driver::CompileOptions().farPrefetchBytes), cl::cat(compileCategory));
 static cl::opt<bool> gpuKernels("gpu",
                                 cl::desc("Compile GPU partials to CUDA kernels embedded in the "

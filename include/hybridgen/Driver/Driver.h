@@ -55,8 +55,8 @@ struct CompileOptions {
   bool amx = true;
   /// How far ahead the dense CPU kernel prefetches K and V into L2, in bytes of one K stream
   /// (0: off; rounded up to whole KV blocks of one kv head). docs/cpu-path.md has the measurements.
-  /// -1, the default: the target's (8192 on AMD Zen 4 with AVX-512, where it measured faster,
-  /// else 0; resolved in buildPipeline by the target CPU's name).
+  /// -1, the default: 8192 with kTransposed (that kernel has no other software prefetch of K) or
+  /// on AMD Zen 4 with AVX-512, where it measured faster; else 0 (resolved in buildPipeline).
   int64_t farPrefetchBytes = -1;
   /// Vector width the CPU kernels' register tiles are sized for: 0 = the target's widest (512
   /// with AVX-512, 256 with AVX2, else 128); 256 or 128 narrower on purpose (must not exceed it).

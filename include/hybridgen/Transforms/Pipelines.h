@@ -16,14 +16,15 @@ namespace mlir::hybridgen {
 constexpr int64_t kMaxChunkTokens = int64_t(1) << 24;
 /// The dense vector kernel's far L2 prefetch (DenseBlock::logitsByTree): K and V lines this many
 /// bytes of one K stream ahead of the piece in use, in whole pieces. 8 KiB measured best on the
-/// Zen 4 guest of docs/cpu-path.md (1-4 pieces alike), the only CPU where it pays: the driver
-/// turns it on for target CPU znver4 with AVX-512. 1 MiB is a generous upper bound.
-constexpr int64_t kZen4FarPrefetchBytes = 8192;
+/// Zen 4 guest of docs/cpu-path.md (1-4 pieces alike) and on Emerald Rapids with K transposed
+/// (against 32 KiB). The driver turns it on for target CPU znver4 with AVX-512 and for transposed
+/// K on every target. 1 MiB is a generous upper bound.
+constexpr int64_t kDefaultFarPrefetchBytes = 8192;
 constexpr int64_t kMaxFarPrefetchBytes = int64_t(1) << 20;
 /// The far-prefetch setting that asks for the target's default. The lowering alone does not know
-/// the CPU and takes it as off; the driver resolves it by target CPU (kZen4FarPrefetchBytes on
-/// znver4 with AVX-512, else off: slower with it on an AMD Zen 3 and on an Intel Sapphire Rapids
-/// class Xeon, docs/cpu-path.md).
+/// the CPU and takes it as off; the driver resolves it (kDefaultFarPrefetchBytes with transposed
+/// K, or on znver4 with AVX-512; else off: slower with row-major K on AMD Zen 3 and on Intel
+/// Sapphire and Emerald Rapids, docs/cpu-path.md).
 constexpr int64_t kTargetFarPrefetchBytes = -1;
 
 /// Options of `hg-cpu-pipeline` (hg dialect -> LLVM dialect, CPU only).
