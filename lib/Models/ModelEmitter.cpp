@@ -108,18 +108,27 @@ static void emitVectorMatmul(FunctionWriter &f, const std::string &in, int64_t i
   // 576 bf16 side by side: 0.35-0.41 of the roof, 0.77-0.80 with this; rows of 4096: 0.63-0.73
   // either way). Measured in the model (docs/models.md, "Matmul prefetch"): SmolLM2 batch-4 decode
   // +10-25% and prefill +3-10%; the Llama-3-8B shape's 4096-wide prefill 10% slower with it, so
-  // wide rows go without. The decode row loop (batch 1) reads one stream at the roof already.
+  // wide rows go without.
   constexpr int64_t kPrefetchBytes = 8192, kPrefetchMaxCols = 2048;
   const bool prefetch = inCols < kPrefetchMaxCols;
+  // The decode row loop reads one row after the other, one stream: on AMD Zen 4 at the roof
+  // already (the same prefetch there measured slower, 0.76 against 0.89-0.98 of the roof), on
+  // Intel Emerald Rapids at 0.59-0.64 of it, 0.88-0.93 with a prefetch 4 KiB ahead into L2
+  // (matvec_walk.c mode 2, rows of 576-4096 bf16). So it prefetches where the target asks
+  // (rowPrefetchBytes, resolved by buildModelModule from the target CPU; docs/models.md).
+  const int64_t rowAhead = f.rowPrefetchBytes();
   const int64_t elems = outCols * inCols, eltBytes = wt == "f32" ? 4 : 2;
-  std::string flatType = vecType(elems, wt), wFlat, cAhead, cLast;
-  if (prefetch) {
+  std::string flatType = vecType(elems, wt), wFlat, cAhead, cLast, cRowAhead;
+  if (prefetch || rowAhead > 0) {
     wFlat = f.fresh();
     b << "    " << wFlat << " = memref.collapse_shape " << w << " [[0, 1]] : " << wType << " into "
       << flatType << "\n";
-    cAhead = f.constant(std::to_string(kPrefetchBytes / eltBytes), "index");
+    if (prefetch)
+      cAhead = f.constant(std::to_string(kPrefetchBytes / eltBytes), "index");
     cLast = f.constant(std::to_string(elems - 1), "index");
   }
+  if (rowAhead > 0)
+    cRowAhead = f.constant(std::to_string(rowAhead / eltBytes), "index");
   b << "    scf.parallel (%ob) = (" << c0 << ") to (" << cB << ") step (" << c1 << ") {\n"
     << "      %o0 = arith.muli %ob, " << cC << " : index\n";
   for (int64_t j = 1; j < cols; ++j)
@@ -232,6 +241,21 @@ static void emitVectorMatmul(FunctionWriter &f, const std::string &in, int64_t i
   b << "        %acc:" << unroll << " = scf.for %k = " << c0 << " to " << cK << " step " << step
     << " iter_args(" << joined(unroll, [&](int64_t u) { return "%s" + std::to_string(u) + " = " + zero; })
     << ") -> (" << joined(unroll, [&](int64_t) { return vf; }) << ") {\n";
+  if (rowAhead > 0) {
+    // One prefetch per cache line of the iteration's weights, in memory order, clamped to the
+    // matrix's last element (named %rp* so that tests can tell them from the token tiles').
+    b << "          %rpa = arith.muli %o, " << cK << " : index\n"
+      << "          %rpb = arith.addi %rpa, %k : index\n"
+      << "          %rpc = arith.addi %rpb, " << cRowAhead << " : index\n";
+    for (int64_t off = 0; off < lanes * unroll * eltBytes; off += 64) {
+      std::string t = std::to_string(off);
+      b << "          %rpo" << t << " = arith.constant " << off / eltBytes << " : index\n"
+        << "          %rpe" << t << " = arith.addi %rpc, %rpo" << t << " : index\n"
+        << "          %rpf" << t << " = arith.minui %rpe" << t << ", " << cLast << " : index\n"
+        << "          memref.prefetch " << wFlat << "[%rpf" << t
+        << "], read, locality<2>, data : " << flatType << "\n";
+    }
+  }
   for (int64_t u = 0; u < unroll; ++u) {
     std::string k = "%k";
     if (u) {

@@ -32,8 +32,10 @@ inline constexpr const char *kRowMaps2 = "affine_map<(i, j) -> (i, j)>";
 /// One function's text and its named arguments.
 class FunctionWriter {
 public:
-  FunctionWriter(std::string name, std::string weightType)
-      : name_(std::move(name)), w_(std::move(weightType)) {}
+  /// |rowPrefetchBytes|: how far ahead decode's matrix-vector rows prefetch their weights (0:
+  /// not at all; see emitVectorMatmul).
+  FunctionWriter(std::string name, std::string weightType, int64_t rowPrefetchBytes = 0)
+      : name_(std::move(name)), w_(std::move(weightType)), rowPrefetch_(rowPrefetchBytes) {}
 
   /// Declares an argument; returns its SSA name.
   std::string arg(const std::string &argName, const std::string &type) {
@@ -46,6 +48,7 @@ public:
   std::string fresh() { return "%v" + std::to_string(counter_++); }
   std::ostringstream &body() { return body_; }
   const std::string &weightType() const { return w_; }
+  int64_t rowPrefetchBytes() const { return rowPrefetch_; }
   const std::vector<std::string> &argNames() const { return args_; }
 
   /// Converts a scalar of the weight type to f32 inside a linalg body.
@@ -80,6 +83,7 @@ public:
 
 private:
   std::string name_, w_, sig_;
+  int64_t rowPrefetch_ = 0;
   std::vector<std::string> args_;
   std::map<std::string, std::string> types_;
   std::vector<std::string> deallocs_;

@@ -8,6 +8,9 @@
 //===----------------------------------------------------------------------===//
 #include "hybridgen/Models/ModelModule.h"
 
+#include "llvm/ADT/StringRef.h"
+#include "llvm/TargetParser/Host.h"
+
 #include <cmath>
 #include <cstdio>
 #include <sstream>
@@ -41,9 +44,9 @@ std::string prefix(const ModelConfig &c) {
 
 /// The token embedding (OPT: project_in to the hidden width when word_embed_proj_dim differs,
 /// then the learned position added) into |x| [n, hidden].
-std::string buildEmbed(const ModelConfig &c, const std::string &wt,
+std::string buildEmbed(const ModelConfig &c, const std::string &wt, int64_t rowPrefetch,
                        std::vector<std::string> &argNames) {
-  FunctionWriter f("embed", wt);
+  FunctionWriter f("embed", wt, rowPrefetch);
   int64_t H = c.hidden, E = c.embedDim;
   bool opt = c.family == Family::kOpt, proj = c.projectsEmbeddings();
   std::string posTableT = matType(c.maxPositions + c.positionOffset, H, wt);
@@ -97,9 +100,9 @@ std::string buildEmbed(const ModelConfig &c, const std::string &wt,
   return f.finish();
 }
 
-std::string buildLayerPre(const ModelConfig &c, const std::string &wt,
+std::string buildLayerPre(const ModelConfig &c, const std::string &wt, int64_t rowPrefetch,
                           std::vector<std::string> &argNames) {
-  FunctionWriter f("layer_pre", wt);
+  FunctionWriter f("layer_pre", wt, rowPrefetch);
   LayerNames names = layerNames(c);
   int64_t H = c.hidden, QD = c.qDim(), KD = c.kvDim();
   bool normBias = c.norm == NormKind::kLayer;
@@ -210,7 +213,8 @@ void emitMlpBlock(FunctionWriter &f, const ModelConfig &c, const std::string &x,
 std::string buildLayerPost(const ModelConfig &c, const std::string &wt, const std::string &kv,
                            bool prefill, const ModelCompileOptions &opts,
                            std::vector<std::string> &argNames) {
-  FunctionWriter f(std::string(prefill ? "layer_prefill_" : "layer_decode_") + kv, wt);
+  FunctionWriter f(std::string(prefill ? "layer_prefill_" : "layer_decode_") + kv, wt,
+                   matmulRowPrefetchBytes(opts));
   LayerNames names = layerNames(c);
   int64_t H = c.hidden, QD = c.qDim(), D = c.headDim;
   std::string qh = std::to_string(c.qHeads), d = std::to_string(D);
@@ -285,9 +289,9 @@ std::string buildLayerPost(const ModelConfig &c, const std::string &wt, const st
 
 /// layer_mlp (post-LN architectures only): the MLP block of one layer, after layer_decode/
 /// layer_prefill has added the attention output to the residual stream.
-std::string buildLayerMlp(const ModelConfig &c, const std::string &wt,
+std::string buildLayerMlp(const ModelConfig &c, const std::string &wt, int64_t rowPrefetch,
                           std::vector<std::string> &argNames) {
-  FunctionWriter f("layer_mlp", wt);
+  FunctionWriter f("layer_mlp", wt, rowPrefetch);
   std::string x = f.arg("x", rowType(c.hidden));
   std::string n = dimOf(f, x, rowType(c.hidden), 0);
   emitMlpBlock(f, c, x, n);
@@ -296,9 +300,9 @@ std::string buildLayerMlp(const ModelConfig &c, const std::string &wt,
 }
 
 /// The final norm (when the architecture has one), OPT's project_out, and the head.
-std::string buildFinal(const ModelConfig &c, const std::string &wt,
+std::string buildFinal(const ModelConfig &c, const std::string &wt, int64_t rowPrefetch,
                        std::vector<std::string> &argNames) {
-  FunctionWriter f("final", wt);
+  FunctionWriter f("final", wt, rowPrefetch);
   int64_t H = c.hidden, E = c.embedDim;
   bool opt = c.family == Family::kOpt, proj = c.projectsEmbeddings();
   std::string normName = opt ? "model.decoder.final_layer_norm" : "model.norm";
@@ -333,6 +337,25 @@ std::string buildFinal(const ModelConfig &c, const std::string &wt,
 
 } // namespace
 
+int64_t matmulRowPrefetchBytes(const ModelCompileOptions &options) {
+  int64_t bytes = options.matmulRowPrefetchBytes;
+  if (bytes < -1 || bytes > kMaxMatmulRowPrefetchBytes)
+    throw driver::ArgumentError("matmul row prefetch must be -1 (the target's), 0 (off) or up to " +
+                                std::to_string(kMaxMatmulRowPrefetchBytes) + " bytes, got " +
+                                std::to_string(bytes));
+  if (bytes >= 0)
+    return bytes;
+  const std::string &cpu = options.compile.targetCpu;
+  std::string name = cpu.empty() || cpu == "host" ? llvm::sys::getHostCPUName().str() : cpu;
+  llvm::StringRef n(name);
+  bool generic = n.starts_with("x86-64") || n == "generic" || n.starts_with("i386") ||
+                 n.starts_with("i486") || n.starts_with("i586") || n.starts_with("i686");
+  bool amd = n.starts_with("znver") || n.starts_with("bdver") || n.starts_with("btver") ||
+             n.starts_with("amdfam") || n.starts_with("k8") || n.starts_with("athlon") ||
+             n.starts_with("opteron") || n == "barcelona" || n.starts_with("k6");
+  return generic || amd ? 0 : 4096;
+}
+
 ModelModule buildModelModule(const ModelConfig &c, const ModelCompileOptions &opts) {
   const std::string &wt = opts.weightDtype;
   if (wt != "f32" && wt != "bf16" && wt != "f16")
@@ -355,9 +378,10 @@ ModelModule buildModelModule(const ModelConfig &c, const ModelCompileOptions &op
     os << "]>\n";
   }
   std::vector<std::string> names;
-  os << buildEmbed(c, wt, names);
+  const int64_t rowPrefetch = matmulRowPrefetchBytes(opts);
+  os << buildEmbed(c, wt, rowPrefetch, names);
   m.functionArguments["embed"] = names;
-  os << buildLayerPre(c, wt, names);
+  os << buildLayerPre(c, wt, rowPrefetch, names);
   m.functionArguments["layer_pre"] = names;
   for (const std::string &kv : opts.kvDtypes) {
     os << buildLayerPost(c, wt, kv, false, opts, names);
@@ -368,10 +392,10 @@ ModelModule buildModelModule(const ModelConfig &c, const ModelCompileOptions &op
     }
   }
   if (!c.layerNormBefore) {
-    os << buildLayerMlp(c, wt, names);
+    os << buildLayerMlp(c, wt, rowPrefetch, names);
     m.functionArguments["layer_mlp"] = names;
   }
-  os << buildFinal(c, wt, names);
+  os << buildFinal(c, wt, rowPrefetch, names);
   m.functionArguments["final"] = names;
   os << "}\n";
   m.mlir = os.str();

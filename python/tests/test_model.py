@@ -1,5 +1,7 @@
 # hybridgen.Model on tiny random checkpoints: compiled logits vs the float64 reference of
 # hybridgen.models (independent of the compiler), split policies, batches, checkpoint formats.
+import re
+
 import numpy as np
 import pytest
 
@@ -235,9 +237,11 @@ def test_every_kind_of_matmul_register_tile_matches_the_reference(tmp_path):
     text = (tmp_path / "art" / "model.mlir").read_text()
     assert "%bacc:4 = scf.for" in text  # vocab 250
     assert text.count("%bacc:16 = scf.for") > text.count("%wide = arith.cmpi") > 0
-    # The token tiles of narrow matmuls prefetch their weights; down_proj's 2048-wide rows do not.
-    flat = [ln for ln in text.splitlines() if "memref.collapse_shape" in ln]
-    assert flat and "memref.prefetch" in text and not any("x2048x" in ln for ln in flat)
+    # The token tiles of narrow matmuls prefetch their weights; down_proj's 2048-wide rows do not
+    # (decode's row loop may, on Intel targets: its prefetches index with %rpf*).
+    tile_views = set(re.findall(r"memref.prefetch (%\w+)\[%pd\d+\]", text))
+    assert tile_views and not any("x2048x" in ln for ln in text.splitlines()
+                   if "memref.collapse_shape" in ln and ln.split(" =")[0].strip() in tile_views)
     m = hg.Model(art, max_context=48, weights=str(tmp_path / "m"), prefill_chunk=11)
     ids = prompt(30, cfg["vocab_size"], 4)
     got = m.prefill(ids[None, :], all_logits=True)[0]

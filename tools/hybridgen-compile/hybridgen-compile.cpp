@@ -58,6 +58,11 @@ static cl::opt<int64_t> farPrefetchBytes(
              "stream (0 = off; -1 = the target's: 8192 with K transposed or on znver4 with "
              "AVX-512, else off)"),
     cl::init(hybridgen::driver::CompileOptions().farPrefetchBytes), cl::cat(compileCategory));
+static cl::opt<int64_t> matmulRowPrefetchBytes(
+    "matmul-row-prefetch-bytes",
+    cl::desc("Model mode: how far ahead decode's matrix-vector rows prefetch their weights into "
+             "L2, bytes (0 = off; -1 = the target's: 4096 on Intel CPUs, else off)"),
+    cl::init(-1), cl::cat(compileCategory));
 static cl::opt<bool> gpuKernels("gpu",
                                 cl::desc("Compile GPU partials to CUDA kernels embedded in the "
                                          "output (hg-hybrid-pipeline; CPU fallback at run time "
@@ -109,6 +114,7 @@ static int compileModel(const hybridgen::driver::CompileOptions &compile) {
   options.prefill = modelPrefill;
   options.dynamicSegments = dynamicSegments;
   options.kTransposed = kTransposed != cl::BOU_FALSE;
+  options.matmulRowPrefetchBytes = matmulRowPrefetchBytes;
   options.kvDtypes.clear();
   llvm::SmallVector<llvm::StringRef> parts;
   llvm::StringRef(kvDtypes.getValue()).split(parts, ',', -1, /*KeepEmpty=*/false);
