@@ -140,6 +140,9 @@ def main():
                     help="the peers' AVX2 code (bash scripts/peers.sh ggml-avx2; torch with "
                          "ATEN_CPU_CAPABILITY=avx2 and oneDNN/MKL capped at AVX2); with "
                          "--target-cpu=x86-64-v3")
+    ap.add_argument("--k-transposed", action="store_true",
+                    help="hybridgen's kernels for K pools stored transposed per block (the layout "
+                         "of model artifacts; docs/cpu-path.md)")
     ap.add_argument("--out", default=str(ROOT / "bench" / "results" / "cpu_attention_peers.csv"))
     args = ap.parse_args()
     if args.quick:
@@ -150,8 +153,11 @@ def main():
             f"--min-seconds={args.min_seconds}"]
     exe = Path(args.build_dir) / "bin" / "hybridgen_cpu_attention_bench"
     hg_extra = ([f"--target-cpu={args.target_cpu}"] if args.target_cpu else []) + (
-        [f"--target-features={args.target_features}"] if args.target_features else [])
+        [f"--target-features={args.target_features}"] if args.target_features else []) + (
+        ["--k-transposed"] if args.k_transposed else [])
     target = " ".join(x for x in (args.target_cpu, args.target_features) if x) or "host"
+    if args.k_transposed:
+        target += ", K transposed"
     peers = available_peers(avx2=args.avx2_peers)
 
     # results[name][case] = list of (gbps, roof of that case in that round)
