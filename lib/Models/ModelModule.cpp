@@ -211,10 +211,9 @@ void emitMlpBlock(FunctionWriter &f, const ModelConfig &c, const std::string &x,
 /// layer_decode_<kv> / layer_prefill_<kv>: attention, o-proj + residual, then (pre-LN) the MLP
 /// block.
 std::string buildLayerPost(const ModelConfig &c, const std::string &wt, const std::string &kv,
-                           bool prefill, const ModelCompileOptions &opts,
+                           bool prefill, const ModelCompileOptions &opts, int64_t rowPrefetch,
                            std::vector<std::string> &argNames) {
-  FunctionWriter f(std::string(prefill ? "layer_prefill_" : "layer_decode_") + kv, wt,
-                   matmulRowPrefetchBytes(opts));
+  FunctionWriter f(std::string(prefill ? "layer_prefill_" : "layer_decode_") + kv, wt, rowPrefetch);
   LayerNames names = layerNames(c);
   int64_t H = c.hidden, QD = c.qDim(), D = c.headDim;
   std::string qh = std::to_string(c.qHeads), d = std::to_string(D);
@@ -384,10 +383,10 @@ ModelModule buildModelModule(const ModelConfig &c, const ModelCompileOptions &op
   os << buildLayerPre(c, wt, rowPrefetch, names);
   m.functionArguments["layer_pre"] = names;
   for (const std::string &kv : opts.kvDtypes) {
-    os << buildLayerPost(c, wt, kv, false, opts, names);
+    os << buildLayerPost(c, wt, kv, false, opts, rowPrefetch, names);
     m.functionArguments["layer_decode_" + kv] = names;
     if (opts.prefill) {
-      os << buildLayerPost(c, wt, kv, true, opts, names);
+      os << buildLayerPost(c, wt, kv, true, opts, rowPrefetch, names);
       m.functionArguments["layer_prefill_" + kv] = names;
     }
   }
