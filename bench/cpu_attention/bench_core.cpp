@@ -220,9 +220,10 @@ void runCases(const BenchOptions &opts,
         int64_t reuse = opts.reuseBlocks, run = std::min(opts.runBlocks, blocksPerSeq);
         for (int64_t b = 0; b < batch; ++b)
           for (int64_t i = 0; i < blocksPerSeq; ++i) {
-            int64_t id = (i / run * batch + b) * run + i % run;
-            if (i / run == (blocksPerSeq - 1) / run) // the last, maybe shorter, runs
-              id = (i / run * batch) * run + b * (blocksPerSeq - i / run * run) + i % run;
+            // Block i lies in the run starting at block |start| of every sequence; the batch's
+            // runs there (the last ones maybe shorter) follow one another.
+            int64_t start = i / run * run, length = std::min(run, blocksPerSeq - start);
+            int64_t id = start * batch + b * length + i % run;
             table[b * blocksPerSeq + i] = int32_t(reuse > 0 ? id % reuse : id);
           }
         std::vector<float> q(batch * opts.qHeads * opts.headDim, 0.01f), out(q.size());
