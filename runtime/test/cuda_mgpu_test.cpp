@@ -158,6 +158,32 @@ TEST_F(Mgpu, MemoryRoundTripsThroughTheDriver) {
   mgpuStreamDestroy(s);
 }
 
+// Per-step buffers come from the stream-ordered allocator where the driver has it (and go back
+// through it); without it, or when the pool cannot be set to keep its memory, from cuMemAlloc.
+TEST_F(Mgpu, StepBuffersUseTheStreamOrderedAllocatorWhenTheDriverHasIt) {
+  for (bool poolFails : {false, true}) {
+    useFake();
+    if (poolFails)
+      setenv("FAKE_CUDA_FAIL", "cuMemPoolSetAttribute", 1);
+    ASSERT_NE(processDevice(), nullptr);
+    EXPECT_EQ(processDevice()->streamOrderedAllocation(), !poolFails);
+    CUstream s = mgpuStreamCreate();
+    long allocs = fakeCounter("allocations"), async = fakeCounter("async_allocations");
+    void *a = mgpuMemAlloc(64, s, false);       // a step's buffer
+    void *b = mgpuMemAlloc(64, nullptr, false); // no stream: synchronous
+    ASSERT_NE(a, nullptr);
+    ASSERT_NE(b, nullptr);
+    EXPECT_EQ(fakeCounter("allocations"), allocs + 2);
+    EXPECT_EQ(fakeCounter("async_allocations"), async + (poolFails ? 0 : 1));
+    mgpuMemFree(a, s);
+    mgpuMemFree(b, s); // from cuMemAlloc: back through cuMemFree even with a stream
+    EXPECT_EQ(fakeCounter("allocations"), allocs);
+    EXPECT_EQ(fakeCounter("async_allocations"), async);
+    mgpuStreamDestroy(s);
+    unsetenv("FAKE_CUDA_FAIL");
+  }
+}
+
 TEST_F(Mgpu, HostRegisterMemRefTakesDenseMemRefsOnly) {
   useFake();
   std::vector<float> buf(6 * 4);

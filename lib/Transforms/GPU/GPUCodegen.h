@@ -49,6 +49,11 @@ struct GpuKernelConfig {
   int64_t rowsPerWarp() const { return kWarpSize / lanesPerRow(); }
   /// Row groups each warp loads before it computes: more loads in flight, more registers.
   int64_t unroll() const { return group() >= 8 ? 2 : 4; }
+  /// Blocks the kernel is built to keep resident per multiprocessor (nvvm.minctasm: ptxas keeps
+  /// each thread within 65536 / (128 x 2) = 256 registers); the chunk count fills smCount x this
+  /// many slots. Two blocks of the pipelined kernel beat three or four of lighter variants on the
+  /// H200 (docs/gpu-path.md, "Kernel tuning").
+  int64_t residentBlocks() const { return 2; }
   /// Tokens a block consumes per loop step (all warps).
   int64_t rowsPerStep() const { return kWarps * rowsPerWarp() * unroll(); }
   /// A stable name fragment that tells configurations apart.

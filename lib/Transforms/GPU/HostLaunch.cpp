@@ -14,9 +14,8 @@ using namespace mlir::hybridgen::gpu_lowering;
 
 namespace {
 
-/// Blocks per multiprocessor the chunk count aims at: a few resident blocks per SM hide the
-/// latency of one block's combine step behind another's loads.
-constexpr int64_t kBlocksPerSm = 4;
+/// Whole waves of resident blocks the chunk count may aim at (see chunkCount).
+constexpr int64_t kMaxWaves = 4;
 
 struct StreamBuilder {
   ImplicitLocOpBuilder &b;
@@ -54,6 +53,34 @@ struct StreamBuilder {
   }
 };
 
+/// The chunk count, from the host's copy of the lengths. The blocks of a launch run in waves of
+/// smCount x residentBlocks() slots and all take about as long, so a grid of 1.1 waves takes two:
+/// of the counts that fill 1..kMaxWaves waves the one whose last wave is fullest wins (the
+/// fewest chunks on a tie), then no chunk under minChunkTokens, and at least one.
+Value chunkCount(Emitter &e, const GpuKernelConfig &c, Value batch, Value maxSpan, int64_t smCount,
+                 int64_t minChunkTokens) {
+  int64_t slots = std::max<int64_t>(smCount, 1) * c.residentBlocks();
+  Value work = e.muli(batch, e.idx(c.kvHeads));
+  Value best, bestBlocks, bestWaves;
+  for (int64_t k = 1; k <= kMaxWaves; ++k) {
+    Value chunks = e.maxi(e.divi(e.idx(k * slots), work), e.idx(1));
+    Value blocks = e.muli(chunks, work);
+    Value waves = e.ceilDiv(blocks, slots);
+    if (k == 1) {
+      best = chunks, bestBlocks = blocks, bestWaves = waves;
+      continue;
+    }
+    // blocks / waves > bestBlocks / bestWaves: this count fills its waves better.
+    Value better = e.cmpi(arith::CmpIPredicate::sgt, e.muli(blocks, bestWaves),
+                          e.muli(bestBlocks, waves));
+    best = e.select(better, chunks, best);
+    bestBlocks = e.select(better, blocks, bestBlocks);
+    bestWaves = e.select(better, waves, bestWaves);
+  }
+  Value cap = e.ceilDiv(maxSpan, std::max<int64_t>(minChunkTokens, 1));
+  return e.maxi(e.mini(best, cap), e.idx(1));
+}
+
 /// |v| cast to |type| where they differ (static host shapes to the kernel's dynamic ones).
 Value castTo(ImplicitLocOpBuilder &b, Value v, Type type) {
   return v.getType() == type ? v : memref::CastOp::create(b, type, v).getResult();
@@ -88,12 +115,7 @@ DeviceLaunch gpu_lowering::emitDeviceLaunch(ImplicitLocOpBuilder &b, PartialAtte
   Value end = partialEnd(b, op);
   Value batch = memref::DimOp::create(b, op.getQ(), 0);
 
-  // The chunk count, from the host's copy of the lengths: enough blocks for kBlocksPerSm per
-  // SM over batch x kv_heads, no chunk under minChunkTokens, and at least one.
-  Value work = e.muli(batch, e.idx(c.kvHeads));
-  Value wanted = e.divi(e.addi(e.idx(smCount * kBlocksPerSm), e.subi(work, e.idx(1))), work);
-  Value cap = e.ceilDiv(maxSpan, std::max<int64_t>(minChunkTokens, 1));
-  Value chunks = e.maxi(e.mini(wanted, cap), e.idx(1));
+  Value chunks = chunkCount(e, c, batch, maxSpan, smCount, minChunkTokens);
   // Whole loop steps per chunk, so only a chunk's last step has masked rows.
   Value chunkTokens = e.muli(e.ceilDiv(e.divi(e.addi(maxSpan, e.subi(chunks, e.idx(1))), chunks),
                                        c.rowsPerStep()),

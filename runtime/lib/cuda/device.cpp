@@ -36,6 +36,11 @@ template <typename Fn> void resolveEither(void *lib, const char *preferred, cons
   resolve(lib, fallback, slot, missing);
 }
 
+/// Symbols the runtime can do without: |slot| stays null when the driver lacks |name|.
+template <typename Fn> void resolveOptional(void *lib, const char *name, Fn &slot) {
+  slot = reinterpret_cast<Fn>(dlsym(lib, name));
+}
+
 std::string resolveAll(void *lib, DriverApi &a) {
   std::string missing;
   resolve(lib, "cuInit", a.cuInit, missing);
@@ -79,6 +84,10 @@ std::string resolveAll(void *lib, DriverApi &a) {
   resolve(lib, "cuMemsetD16Async", a.cuMemsetD16Async, missing);
   resolve(lib, "cuMemHostRegister_v2", a.cuMemHostRegister, missing);
   resolve(lib, "cuMemHostUnregister", a.cuMemHostUnregister, missing);
+  resolveOptional(lib, "cuMemAllocAsync", a.cuMemAllocAsync);
+  resolveOptional(lib, "cuMemFreeAsync", a.cuMemFreeAsync);
+  resolveOptional(lib, "cuDeviceGetDefaultMemPool", a.cuDeviceGetDefaultMemPool);
+  resolveOptional(lib, "cuMemPoolSetAttribute", a.cuMemPoolSetAttribute);
   return missing;
 }
 
@@ -169,7 +178,24 @@ Result<std::unique_ptr<CudaDevice>> CudaDevice::open(const std::string &libraryP
   d->generation_ = gNextGeneration++;
   if (Status s = d->makeCurrent(); !s)
     return s;
+  d->enableStreamOrderedAllocation();
   return d;
+}
+
+void CudaDevice::enableStreamOrderedAllocation() {
+  // Every hybrid step allocates and frees its few small device buffers (q, table, partials):
+  // cuMemAlloc/cuMemFree take tens of microseconds each and cuMemFree waits for the device. The
+  // stream-ordered allocator reuses the default pool's memory in about a microsecond, provided
+  // the pool keeps what is freed (release threshold: all of it) instead of returning it at
+  // every synchronization.
+  const DriverApi &a = api_;
+  if (!a.cuMemAllocAsync || !a.cuMemFreeAsync || !a.cuDeviceGetDefaultMemPool || !a.cuMemPoolSetAttribute)
+    return;
+  CUmemoryPool pool = nullptr;
+  uint64_t keepAll = ~uint64_t(0);
+  if (a.cuDeviceGetDefaultMemPool(&pool, device_) == kCudaSuccess && pool &&
+      a.cuMemPoolSetAttribute(pool, kMemPoolAttrReleaseThreshold, &keepAll) == kCudaSuccess)
+    streamOrderedAllocation_ = true;
 }
 
 CudaDevice::~CudaDevice() {

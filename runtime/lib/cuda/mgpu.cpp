@@ -9,7 +9,9 @@
 
 #include <climits>
 #include <cstdio>
+#include <mutex>
 #include <string>
+#include <unordered_set>
 
 using namespace hybridgen::rt;
 using namespace hybridgen::rt::cuda;
@@ -34,6 +36,18 @@ bool ok(CudaDevice *d, CUresult r, const char *entry, const char *call) {
     return true;
   std::fprintf(stderr, "hybridgen: %s: %s\n", entry, describeCudaError(d->api(), r, call).c_str());
   return false;
+}
+
+/// Device pointers that came from cuMemAllocAsync (they go back with cuMemFreeAsync).
+std::mutex gStreamOrderedMu;
+std::unordered_set<CUdeviceptr> gStreamOrdered;
+void rememberStreamOrdered(CUdeviceptr p) {
+  std::lock_guard<std::mutex> lock(gStreamOrderedMu);
+  gStreamOrdered.insert(p);
+}
+bool forgetStreamOrdered(CUdeviceptr p) {
+  std::lock_guard<std::mutex> lock(gStreamOrderedMu);
+  return gStreamOrdered.erase(p) != 0;
 }
 
 bool fitsUnsigned(intptr_t v) { return v > 0 && uint64_t(v) <= UINT_MAX; }
@@ -189,23 +203,38 @@ void mgpuEventRecord(CUevent event, CUstream stream) {
 // --- memory ---
 
 void *mgpuMemAlloc(uint64_t sizeBytes, CUstream stream, bool isHostShared) {
-  (void)stream; // cuMemAlloc is synchronous; the stream only orders the async form
   CudaDevice *d = device("mgpuMemAlloc");
   if (!d || sizeBytes == 0)
     return nullptr;
   CUdeviceptr p = 0;
-  bool good = isHostShared
-                  ? ok(d, d->api().cuMemAllocManaged(&p, sizeBytes, /*CU_MEM_ATTACH_GLOBAL*/ 1), "mgpuMemAlloc",
-                       "cuMemAllocManaged")
-                  : ok(d, d->api().cuMemAlloc(&p, sizeBytes), "mgpuMemAlloc", "cuMemAlloc");
+  bool good;
+  if (isHostShared) {
+    good = ok(d, d->api().cuMemAllocManaged(&p, sizeBytes, /*CU_MEM_ATTACH_GLOBAL*/ 1), "mgpuMemAlloc",
+              "cuMemAllocManaged");
+  } else if (stream && d->streamOrderedAllocation()) {
+    good = ok(d, d->api().cuMemAllocAsync(&p, sizeBytes, stream), "mgpuMemAlloc", "cuMemAllocAsync");
+    if (good)
+      rememberStreamOrdered(p);
+  } else {
+    good = ok(d, d->api().cuMemAlloc(&p, sizeBytes), "mgpuMemAlloc", "cuMemAlloc");
+  }
   return good ? reinterpret_cast<void *>(uintptr_t(p)) : nullptr;
 }
 
 void mgpuMemFree(void *ptr, CUstream stream) {
-  (void)stream;
   CudaDevice *d = processDeviceIfOpen();
-  if (d && ptr)
-    ok(d, d->api().cuMemFree(CUdeviceptr(uintptr_t(ptr))), "mgpuMemFree", "cuMemFree");
+  if (!d || !ptr)
+    return;
+  CUdeviceptr p = CUdeviceptr(uintptr_t(ptr));
+  // Only memory from cuMemAllocAsync goes back through the stream; the rest through cuMemFree.
+  if (forgetStreamOrdered(p)) {
+    if (stream)
+      ok(d, d->api().cuMemFreeAsync(p, stream), "mgpuMemFree", "cuMemFreeAsync");
+    else
+      ok(d, d->api().cuMemFree(p), "mgpuMemFree", "cuMemFree");
+    return;
+  }
+  ok(d, d->api().cuMemFree(p), "mgpuMemFree", "cuMemFree");
 }
 
 void mgpuMemcpy(void *dst, void *src, uint64_t sizeBytes, CUstream stream) {

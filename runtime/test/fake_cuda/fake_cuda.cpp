@@ -21,6 +21,7 @@ using CUdeviceptr = uint64_t;
 namespace {
 std::mutex gMu;
 std::map<uintptr_t, size_t> gAllocs;     // fake device allocations (host memory)
+long gAsyncAllocs = 0;                   // of which from cuMemAllocAsync, not yet freed
 std::map<uintptr_t, size_t> gRegistered; // cuMemHostRegister ranges
 long gLaunches = 0, gH2D = 0, gD2H = 0, gD2D = 0, gModules = 0;
 unsigned gLastGrid[3], gLastBlock[3], gLastSmem;
@@ -197,6 +198,33 @@ CUresult cuMemFree_v2(CUdeviceptr p) {
   gAllocs.erase(it);
   return 0;
 }
+// The stream-ordered allocator: the same host memory, counted apart ("async_allocations").
+CUresult cuMemAllocAsync(CUdeviceptr *p, size_t bytes, void *) {
+  FAKE_FAIL("cuMemAllocAsync");
+  CUresult r = cuMemAlloc_v2(p, bytes);
+  if (r == 0) {
+    std::lock_guard<std::mutex> l(gMu);
+    ++gAsyncAllocs;
+  }
+  return r;
+}
+CUresult cuMemFreeAsync(CUdeviceptr p, void *) {
+  CUresult r = cuMemFree_v2(p);
+  if (r == 0) {
+    std::lock_guard<std::mutex> l(gMu);
+    --gAsyncAllocs;
+  }
+  return r;
+}
+CUresult cuDeviceGetDefaultMemPool(void **pool, int) {
+  static int fakePool;
+  *pool = &fakePool;
+  return 0;
+}
+CUresult cuMemPoolSetAttribute(void *, int, void *) {
+  FAKE_FAIL("cuMemPoolSetAttribute");
+  return 0;
+}
 CUresult cuMemGetInfo_v2(size_t *f, size_t *t) {
   *f = size_t(envLong("FAKE_CUDA_MEM_FREE", 64l << 20));
   *t = size_t(envLong("FAKE_CUDA_MEM_TOTAL", 80l << 20));
@@ -266,6 +294,7 @@ long fakecuda_counter(const char *what) {
   if (w == "d2d") return gD2D;
   if (w == "modules") return gModules;
   if (w == "allocations") return long(gAllocs.size());
+  if (w == "async_allocations") return gAsyncAllocs;
   if (w == "registered") return long(gRegistered.size());
   if (w == "grid_x") return gLastGrid[0];
   if (w == "block_x") return gLastBlock[0];

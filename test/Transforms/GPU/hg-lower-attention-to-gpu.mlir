@@ -19,7 +19,12 @@
 // CHECK: %[[CHK:.*]] = func.call @hgrt_gpu_check_batch(%{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %c16_i64, %{{.*}}) : (!llvm.ptr, !llvm.ptr, i64, i64, i64, i64) -> i32
 // CHECK: scf.if %[[OK]] {
 // The chunk count: ceil(sm-count * 4 / (batch * kv_heads)) capped by the longest range / 256.
-// CHECK: arith.constant 528 : index
+// The chunk count: of the counts that fill 1..4 waves of 132 x 2 resident blocks (work = batch
+// x kv_heads), the one whose last wave is fullest; then at most one chunk per 256 tokens.
+// CHECK: arith.divui %c264, %[[WORK:.*]] : index
+// CHECK: arith.divui %c528, %[[WORK]] : index
+// CHECK: arith.divui %c792, %[[WORK]] : index
+// CHECK: arith.divui %c1056, %[[WORK]] : index
 // CHECK: arith.addi %[[SPAN]], %c255
 // CHECK: %[[T0:.*]] = gpu.wait async
 // CHECK: %[[QD:.*]], %{{.*}} = gpu.alloc async [%[[T0]]] () : memref<2x8x64xf32>
@@ -44,14 +49,20 @@
 // CHECK-NOT: on gpu
 // CHECK: hg.merge
 // CHECK: gpu.module @hg_gpu_kernels {
-// CHECK: gpu.func @[[PARTIAL]](%{{.*}}: memref<?x8x64xf32>, %{{.*}}: i64, %{{.*}}: i64, %{{.*}}: index, %{{.*}}: memref<?x?xi32>, %{{.*}}: memref<?xi32>, %{{.*}}: index, %{{.*}}: index, %{{.*}}: index, %{{.*}}: memref<?x64xf32>, %{{.*}}: memref<?xf32>, %{{.*}}: memref<?xf32>) workgroup(%{{.*}} : memref<1024xf32, #gpu.address_space<workgroup>>, %{{.*}} : memref<16xf32, #gpu.address_space<workgroup>>, %{{.*}} : memref<16xf32, #gpu.address_space<workgroup>>) kernel attributes {known_block_size = array<i32: 128, 1, 1>}
+// CHECK: gpu.func @[[PARTIAL]](%{{.*}}: memref<?x8x64xf32>, %{{.*}}: i64, %{{.*}}: i64, %{{.*}}: index, %{{.*}}: memref<?x?xi32>, %{{.*}}: memref<?xi32>, %{{.*}}: index, %{{.*}}: index, %{{.*}}: index, %{{.*}}: memref<?x64xf32>, %{{.*}}: memref<?xf32>, %{{.*}}: memref<?xf32>) workgroup(%{{.*}} : memref<1024xf32, #gpu.address_space<workgroup>>, %{{.*}} : memref<16xf32, #gpu.address_space<workgroup>>, %{{.*}} : memref<16xf32, #gpu.address_space<workgroup>>) kernel attributes {known_block_size = array<i32: 128, 1, 1>, nvvm.minctasm = 2 : i32}
 // CHECK: gpu.block_id  x
 // CHECK: gpu.block_id  y
 // CHECK: gpu.block_id  z
-// CHECK: scf.for
-// 16-byte invariant loads of K and V rows (ld.global.nc.v4 in PTX), the bf16 pairs widened by
+// 16-byte invariant loads of K and V rows (ld.global.nc.v4 in PTX), software-pipelined: the first
+// step's 4 row groups of K and V before the loop (where the warp has rows), and in the loop the
+// next step's before this step's arithmetic, carried as raw words; the bf16 pairs widened by
 // shift and mask.
-// CHECK: llvm.load %{{.*}} invariant {alignment = 16 : i64} : !llvm.ptr<1> -> vector<4xi32>
+// CHECK: %[[FIRST:.*]]:8 = scf.if %{{.*}} -> (vector<4xi32>, vector<4xi32>, vector<4xi32>, vector<4xi32>, vector<4xi32>, vector<4xi32>, vector<4xi32>, vector<4xi32>) {
+// CHECK-COUNT-8: llvm.load %{{.*}} invariant {alignment = 16 : i64} : !llvm.ptr<1> -> vector<4xi32>
+// CHECK: } else {
+// CHECK: scf.for {{.*}} iter_args({{.*}}%{{.*}} = %[[FIRST]]#0, {{.*}}%{{.*}} = %[[FIRST]]#7) -> ({{.*}}vector<4xi32>) {
+// CHECK-COUNT-8: llvm.load %{{.*}} invariant {alignment = 16 : i64} : !llvm.ptr<1> -> vector<4xi32>
+// CHECK-NOT: gpu.shuffle
 // CHECK: arith.shli
 // CHECK: arith.andi
 // The dot product finished across the row's 8 lanes.
@@ -63,7 +74,15 @@
 // CHECK: gpu.shuffle  xor %{{.*}}, %c8_i32
 // CHECK: gpu.shuffle  xor %{{.*}}, %c16_i32
 // CHECK: gpu.barrier
-// CHECK: gpu.func @[[COMBINE]](%{{.*}}: memref<?x64xf32>, %{{.*}}: memref<?xf32>, %{{.*}}: memref<?xf32>, %{{.*}}: index, %{{.*}}: memref<?x8x64xf32>, %{{.*}}: memref<?x8xf32>, %{{.*}}: memref<?x8xf32>) kernel
+// CHECK: gpu.func @[[COMBINE]](%{{.*}}: memref<?x64xf32>, %{{.*}}: memref<?xf32>, %{{.*}}: memref<?xf32>, %{{.*}}: index, %{{.*}}: memref<?x8x64xf32>, %{{.*}}: memref<?x8xf32>, %{{.*}}: memref<?x8xf32>) workgroup({{.*}}) kernel
+// The chunks' max and sum shared by the block's 4 warps (shuffles, then one slot per warp), and
+// the columns accumulated 8 chunks a step.
+// CHECK: gpu.shuffle  xor %{{.*}}, %c16_i32
+// CHECK: gpu.barrier
+// CHECK: math.exp
+// CHECK: gpu.barrier
+// CHECK: scf.for %{{.*}} = %{{.*}} to %{{.*}} step %c8
+// CHECK-COUNT-8: memref.load %{{.*}}[%{{.*}}, %{{.*}}] : memref<?x64xf32>
 // SIZE-LABEL: func.func @split_bf16
 // SIZE: arith.constant 64 : index
 // SIZE: arith.constant 63 : index

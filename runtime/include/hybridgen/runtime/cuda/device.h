@@ -40,9 +40,14 @@ public:
   Status check(CUresult r, const char *call) const;
   /// Free and total device memory (cuMemGetInfo).
   Result<std::pair<uint64_t, uint64_t>> memInfo() const;
+  /// Whether cuMemAllocAsync/cuMemFreeAsync serve the compiled code's per-step buffers (the
+  /// driver has them and the default pool keeps freed memory); else cuMemAlloc/cuMemFree.
+  bool streamOrderedAllocation() const { return streamOrderedAllocation_; }
 
 private:
   CudaDevice() = default;
+  void enableStreamOrderedAllocation();
+  bool streamOrderedAllocation_ = false;
   void *lib_ = nullptr;
   DriverApi api_;
   DeviceInfo info_;

@@ -18,6 +18,7 @@ using CUfunction = struct CUfunc_st *;
 using CUstream = struct CUstream_st *;
 using CUevent = struct CUevent_st *;
 using CUjit_option = int32_t;
+using CUmemoryPool = struct CUmemPoolHandle_st *;
 
 // The values below are the driver ABI (stable since CUDA 4); names follow cuda.h.
 inline constexpr CUresult kCudaSuccess = 0;
@@ -32,6 +33,7 @@ inline constexpr unsigned kStreamNonBlocking = 0x1;
 inline constexpr unsigned kEventDefault = 0x0;          // timing enabled
 inline constexpr unsigned kEventDisableTiming = 0x2;
 inline constexpr unsigned kHostRegisterPortable = 0x1;
+inline constexpr int32_t kMemPoolAttrReleaseThreshold = 4; // CU_MEMPOOL_ATTR_RELEASE_THRESHOLD
 inline constexpr CUjit_option kJitErrorLogBuffer = 5;
 inline constexpr CUjit_option kJitErrorLogBufferSizeBytes = 6;
 inline constexpr CUjit_option kJitOptimizationLevel = 7;
@@ -87,6 +89,11 @@ struct DriverApi {
   CUresult (*cuMemsetD16Async)(CUdeviceptr dst, unsigned short value, size_t n, CUstream s) = nullptr;
   CUresult (*cuMemHostRegister)(void *p, size_t bytes, unsigned flags) = nullptr;   // _v2
   CUresult (*cuMemHostUnregister)(void *p) = nullptr;
+  // Optional (CUDA 11.2+; null where the driver lacks them): the stream-ordered allocator.
+  CUresult (*cuMemAllocAsync)(CUdeviceptr *ptr, size_t bytes, CUstream s) = nullptr;
+  CUresult (*cuMemFreeAsync)(CUdeviceptr ptr, CUstream s) = nullptr;
+  CUresult (*cuDeviceGetDefaultMemPool)(CUmemoryPool *pool, CUdevice device) = nullptr;
+  CUresult (*cuMemPoolSetAttribute)(CUmemoryPool pool, int32_t attribute, void *value) = nullptr;
 };
 
 } // namespace hybridgen::rt::cuda
