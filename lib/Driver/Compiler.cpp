@@ -267,6 +267,8 @@ void buildPipeline(OpPassManager &pm, const CompileOptions &options, bool aot) {
     hybrid.gpu.features = options.gpuFeatures;
     hybrid.gpu.format = options.gpuFormat;
     hybrid.gpu.toolkit = options.cudaToolkit;
+    hybrid.tuning = {options.gpuUnroll, options.gpuPiecesPerLane, options.gpuAsyncStages,
+                     options.gpuResidentBlocks};
     mlir::hybridgen::buildHybridPipeline(pm, hybrid);
     return;
   }

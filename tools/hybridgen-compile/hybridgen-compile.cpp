@@ -76,6 +76,19 @@ static cl::opt<std::string> gpuFormat("gpu-format",
                                       cl::desc("auto | fatbin | bin | isa (PTX, JIT-compiled by "
                                                "the CUDA driver); auto: fatbin with ptxas"),
                                       cl::init("auto"), cl::cat(compileCategory));
+static cl::opt<int64_t> gpuUnroll("gpu-unroll",
+                                  cl::desc("GPU kernel: row groups per warp step (0 = auto)"),
+                                  cl::init(0), cl::cat(compileCategory));
+static cl::opt<int64_t> gpuPiecesPerLane("gpu-pieces-per-lane",
+                                         cl::desc("GPU kernel: 16-byte pieces of a K/V row per lane"),
+                                         cl::init(1), cl::cat(compileCategory));
+static cl::opt<int64_t> gpuAsyncStages("gpu-async-stages",
+                                       cl::desc("GPU kernel: stages of a cp.async shared-memory ring "
+                                                "(0 = next step's loads in registers)"),
+                                       cl::init(0), cl::cat(compileCategory));
+static cl::opt<int64_t> gpuResidentBlocks("gpu-resident-blocks",
+                                          cl::desc("GPU kernel: blocks per multiprocessor (0 = auto)"),
+                                          cl::init(0), cl::cat(compileCategory));
 static cl::opt<std::string> cudaToolkit("cuda-toolkit",
                                         cl::desc("CUDA toolkit (libdevice, ptxas, fatbinary)"),
                                         cl::init("/usr/local/cuda"), cl::cat(compileCategory));
@@ -150,6 +163,10 @@ int main(int argc, char **argv) {
   options.gpuFeatures = gpuFeatures;
   options.gpuFormat = gpuFormat;
   options.cudaToolkit = cudaToolkit;
+  options.gpuUnroll = gpuUnroll;
+  options.gpuPiecesPerLane = gpuPiecesPerLane;
+  options.gpuAsyncStages = gpuAsyncStages;
+  options.gpuResidentBlocks = gpuResidentBlocks;
   bool bf16DotMissing = false;
   try {
     bf16DotMissing =

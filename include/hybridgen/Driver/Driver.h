@@ -96,6 +96,9 @@ struct CompileOptions {
   std::string gpuFeatures = "+ptx80";
   std::string gpuFormat = "auto";
   std::string cudaToolkit = "/usr/local/cuda";
+  /// With gpuKernels: the partial kernel's tuning (docs/gpu-path.md "Kernel tuning"; defaults are
+  /// the measured best on the H200).
+  int64_t gpuUnroll = 0, gpuPiecesPerLane = 1, gpuAsyncStages = 0, gpuResidentBlocks = 0;
 };
 
 /// A hybrid decode attention described by shapes, for users who do not write MLIR.

@@ -160,11 +160,19 @@ def HGLowerAttentionToGPU : Pass<"hg-lower-attention-to-gpu", "::mlir::ModuleOp"
            "Multiprocessors to fill (132: H200); sizes the chunk count with batch and kv heads">,
     Option<"minChunkTokens", "min-chunk-tokens", "int64_t", /*default=*/"256",
            "Fewest tokens a chunk gets (more chunks than that buys only combine work)">,
+    Option<"unroll", "unroll", "int64_t", /*default=*/"0",
+           "Row groups per warp step of the partial kernel (0: 4, or 2 for GQA groups of 8)">,
+    Option<"piecesPerLane", "pieces-per-lane", "int64_t", /*default=*/"1",
+           "16-byte pieces of a K/V row each lane loads (power of two, clamped to the row)">,
+    Option<"asyncStages", "async-stages", "int64_t", /*default=*/"0",
+           "Stages of a cp.async shared-memory ring (0: next step's loads in registers; 2..8)">,
+    Option<"residentBlocks", "resident-blocks", "int64_t", /*default=*/"0",
+           "Blocks per multiprocessor the kernel is built and the grid sized for (0: 2; 1..8)">,
   ];
   let dependentDialects = [
     "::mlir::arith::ArithDialect", "::mlir::func::FuncDialect", "::mlir::gpu::GPUDialect",
     "::mlir::LLVM::LLVMDialect", "::mlir::math::MathDialect", "::mlir::memref::MemRefDialect",
-    "::mlir::scf::SCFDialect"
+    "::mlir::NVVM::NVVMDialect", "::mlir::scf::SCFDialect"
   ];
 }
 

@@ -82,6 +82,21 @@ void buildGPUToNVVMPipeline(OpPassManager &pm, const GPUToNVVMOptions &opts);
 /// The serialization format |opts|.format means on this machine ("auto" resolved).
 std::string resolveGPUBinaryFormat(const GPUToNVVMOptions &opts);
 
+/// Tuning of the GPU partial kernel (hg-lower-attention-to-gpu's unroll, pieces-per-lane,
+/// async-stages, resident-blocks; docs/gpu-path.md "Kernel tuning"). 0 = the lowering's choice.
+struct GPUKernelTuning {
+  /// Row groups a warp step takes (0: 4, or 2 for GQA groups of 8).
+  int64_t unroll = 0;
+  /// 16-byte pieces of a row each lane loads (a power of two; clamped to the row's pieces).
+  int64_t piecesPerLane = 1;
+  /// Stages of a cp.async ring in shared memory that loads run ahead into (0: the loop carries
+  /// the next step's loads in registers instead; else 2..8, within 48 KiB of shared memory).
+  int64_t asyncStages = 0;
+  /// Blocks per multiprocessor the kernel is built for (nvvm.minctasm) and the chunk count fills
+  /// (0: 2; else 1..8).
+  int64_t residentBlocks = 0;
+};
+
 /// Options of `hg-hybrid-pipeline`: CPU loops + GPU kernels + host orchestration -> LLVM dialect.
 struct HybridPipelineOptions {
   /// The CPU side (its allDevices = true makes the whole pipeline the no-GPU fallback, exactly
@@ -91,6 +106,7 @@ struct HybridPipelineOptions {
   /// Multiprocessors the GPU kernel's chunk count is sized for (132: H200).
   int64_t smCount = 132;
   int64_t minChunkTokens = 256;
+  GPUKernelTuning tuning;
 };
 
 /// Appends the passes of `hg-hybrid-pipeline` to |pm| (on builtin.module).

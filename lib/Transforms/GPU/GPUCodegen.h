@@ -11,6 +11,7 @@
 #include "../CPU/CPUCodegen.h"
 
 #include "hybridgen/Dialect/HG/HGOps.h"
+#include "hybridgen/Transforms/Pipelines.h"
 
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
@@ -38,22 +39,43 @@ struct GpuKernelConfig {
   float scale;       // logit scale
   int64_t window;    // 0: no sliding window
   float softcap;     // 0: no softcap
+  GPUKernelTuning tuning; // of the whole pass (not part of the kernel names)
 
   int64_t group() const { return qHeads / kvHeads; }
   int64_t eltBytes() const { return kvType.isF32() ? 4 : 2; }
-  /// Elements of a row one lane loads with one 16-byte load.
-  int64_t lanesElems() const { return kLoadBytes / eltBytes(); }
-  /// Lanes that share one row: a row is read as lanesPerRow 16-byte pieces.
+  /// Elements of one 16-byte load.
+  int64_t pieceElems() const { return kLoadBytes / eltBytes(); }
+  /// 16-byte pieces of a row one lane loads (adjacent columns).
+  int64_t piecesPerLane() const {
+    return std::clamp<int64_t>(tuning.piecesPerLane, 1, headDim * eltBytes() / kLoadBytes);
+  }
+  /// Elements of a row one lane holds.
+  int64_t lanesElems() const { return piecesPerLane() * pieceElems(); }
+  /// Lanes that share one row.
   int64_t lanesPerRow() const { return headDim / lanesElems(); }
   /// Rows a warp reads at once (one per lanesPerRow lanes).
   int64_t rowsPerWarp() const { return kWarpSize / lanesPerRow(); }
-  /// Row groups each warp loads before it computes: more loads in flight, more registers.
-  int64_t unroll() const { return group() >= 8 ? 2 : 4; }
+  /// Row groups each warp loads per step: more loads in flight, more registers. Auto: 4 pieces
+  /// of K and of V per lane and step (2 for GQA groups of 8), whatever the pieces per lane.
+  int64_t unroll() const {
+    if (tuning.unroll)
+      return tuning.unroll;
+    return std::max<int64_t>(1, (group() >= 8 ? 2 : 4) / piecesPerLane());
+  }
+  /// Stages of the shared-memory ring that cp.async fills ahead of the arithmetic (0: the loop
+  /// carries the next step's words in registers instead).
+  int64_t asyncStages() const { return tuning.asyncStages; }
+  /// Bytes of the cp.async ring: kWarps x stages x (K and V) x unroll x 32 lanes x 16 bytes.
+  int64_t ringBytes() const {
+    return kWarps * asyncStages() * 2 * unroll() * piecesPerLane() * kWarpSize * kLoadBytes;
+  }
   /// Blocks the kernel is built to keep resident per multiprocessor (nvvm.minctasm: ptxas keeps
   /// each thread within 65536 / (128 x 2) = 256 registers); the chunk count fills smCount x this
   /// many slots. Two blocks of the pipelined kernel beat three or four of lighter variants on the
   /// H200 (docs/gpu-path.md, "Kernel tuning").
-  int64_t residentBlocks() const { return 2; }
+  int64_t residentBlocks() const { return tuning.residentBlocks ? tuning.residentBlocks : 2; }
+  /// Static shared memory of the partial kernel: the warps' (o, m, l) and the cp.async ring.
+  int64_t sharedBytes() const { return kWarps * group() * (headDim + 2) * 4 + ringBytes(); }
   /// Tokens a block consumes per loop step (all warps).
   int64_t rowsPerStep() const { return kWarps * rowsPerWarp() * unroll(); }
   /// A stable name fragment that tells configurations apart.
@@ -62,6 +84,10 @@ struct GpuKernelConfig {
 
 /// Why |c| cannot be lowered to the GPU kernels (empty when it can).
 std::string unsupportedReason(const GpuKernelConfig &c);
+/// What is wrong with the pass's tuning options for |c| (empty when nothing).
+std::string tuningError(const GpuKernelConfig &c);
+/// Most static shared memory a kernel may use without opting in (48 KiB).
+constexpr int64_t kMaxStaticSharedBytes = 48 * 1024;
 
 /// Argument types of the partial kernel: (q, k_addr, v_addr, num_blocks, block_table, lens,
 /// begin, end, chunk_tokens, chunk_o, chunk_m, chunk_l). K and V are 64-bit device addresses

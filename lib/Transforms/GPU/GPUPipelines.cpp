@@ -87,6 +87,17 @@ struct HybridCLOptions : PassPipelineOptions<HybridCLOptions> {
                               llvm::cl::init("/usr/local/cuda")};
   Option<int64_t> smCount{*this, "sm-count", llvm::cl::desc("Multiprocessors to fill"),
                           llvm::cl::init(132)};
+  Option<int64_t> unroll{*this, "unroll", llvm::cl::desc("GPU kernel: row groups per warp step (0: auto)"),
+                         llvm::cl::init(0)};
+  Option<int64_t> piecesPerLane{*this, "pieces-per-lane",
+                                llvm::cl::desc("GPU kernel: 16-byte pieces of a row per lane"),
+                                llvm::cl::init(1)};
+  Option<int64_t> asyncStages{*this, "async-stages",
+                              llvm::cl::desc("GPU kernel: cp.async ring stages (0: off)"),
+                              llvm::cl::init(0)};
+  Option<int64_t> residentBlocks{*this, "resident-blocks",
+                                 llvm::cl::desc("GPU kernel: blocks per multiprocessor (0: auto)"),
+                                 llvm::cl::init(0)};
 };
 
 } // namespace
@@ -126,6 +137,10 @@ void mlir::hybridgen::buildHybridPipeline(OpPassManager &pm, const HybridPipelin
   HGLowerAttentionToGPUOptions gpuOpts;
   gpuOpts.smCount = opts.smCount;
   gpuOpts.minChunkTokens = opts.minChunkTokens;
+  gpuOpts.unroll = opts.tuning.unroll;
+  gpuOpts.piecesPerLane = opts.tuning.piecesPerLane;
+  gpuOpts.asyncStages = opts.tuning.asyncStages;
+  gpuOpts.residentBlocks = opts.tuning.residentBlocks;
   pm.addPass(createHGLowerAttentionToGPU(gpuOpts));
   buildGPUToNVVMPipeline(pm, opts.gpu);
   CPUPipelineOptions cpu = opts.cpu;
@@ -158,6 +173,7 @@ void mlir::hybridgen::registerGPUPipelines() {
         opts.gpu.format = cl.format;
         opts.gpu.toolkit = cl.toolkit;
         opts.smCount = cl.smCount;
+        opts.tuning = {cl.unroll, cl.piecesPerLane, cl.asyncStages, cl.residentBlocks};
         buildHybridPipeline(pm, opts);
       });
 }

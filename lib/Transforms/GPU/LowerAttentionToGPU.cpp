@@ -77,6 +77,9 @@ struct LowerAttentionToGPUPass
     std::string why = unsupportedReason(c);
     if (!why.empty())
       return op.emitOpError(why);
+    c.tuning = {unroll, piecesPerLane, asyncStages, residentBlocks};
+    if (std::string bad = tuningError(c); !bad.empty())
+      return op.emitOpError(bad);
     if (failed(requireIdentityLayouts(op, op->getOperands(), "GPU")))
       return failure();
     return c;

@@ -3,17 +3,21 @@
 // Grid (chunks, kv_heads, batch), 4 warps a block. A block runs the online softmax of every query
 // head of one GQA group over one token chunk of one sequence, so each K and V row is read from
 // memory once for the whole group. A row is split over lanesPerRow lanes, each holding one 16-byte
-// piece (4 f32 or 8 f16/bf16 elements) loaded with one vectorized global load; the per-head dot
-// products are finished with xor shuffles inside those lanes. Every warp streams its own rows
-// (unroll() row groups a step, software-pipelined: the next step's loads are issued before this
-// step's arithmetic), then the row groups of a warp are merged with shuffles and the warps
-// through shared memory. The kernel asks ptxas for residentBlocks() blocks per multiprocessor
-// (nvvm.minctasm), which the host's chunk count fills in whole waves. The chunk's unnormalized
-// output and its (m, l) go to scratch for the combine kernel.
+// piece (4 f32 or 8 f16/bf16 elements; piecesPerLane() adjacent pieces where asked) loaded
+// with vectorized global loads; the per-head dot products are finished with xor shuffles inside
+// those lanes. Every warp streams its own rows (unroll() row groups a step, software-pipelined:
+// the next step's loads are issued before this step's arithmetic, into registers or, with
+// asyncStages(), by cp.async into a shared-memory ring S-1 steps ahead), then the row groups of a
+// warp are merged with shuffles and the warps through shared memory. The kernel asks ptxas for
+// residentBlocks() blocks per multiprocessor (nvvm.minctasm), which the host's chunk count fills
+// in whole waves. The chunk's unnormalized output and its (m, l) go to scratch for the combine
+// kernel.
 //
 //===----------------------------------------------------------------------===//
 #include "GPUCodegen.h"
 #include "../AttentionParams.h"
+
+#include "mlir/Dialect/LLVMIR/NVVMDialect.h"
 
 #include "llvm/Support/FormatVariadic.h"
 
@@ -29,8 +33,8 @@ std::string gpu_lowering::unsupportedReason(const GpuKernelConfig &c) {
     return llvm::formatv("head_dim {0} is not supported by the GPU lowering: a row of {1} bytes "
                          "is not a whole number of 16-byte loads",
                          c.headDim, rowBytes);
-  int64_t lanes = c.lanesPerRow();
-  if (lanes > kWarpSize || !llvm::isPowerOf2_64(lanes))
+  int64_t pieces = rowBytes / kLoadBytes;
+  if (pieces > kWarpSize || !llvm::isPowerOf2_64(pieces))
     return llvm::formatv("head_dim {0} is not supported by the GPU lowering: a row must be a "
                          "power of two of 16-byte pieces, at most 32 (512 bytes)",
                          c.headDim);
@@ -38,6 +42,28 @@ std::string gpu_lowering::unsupportedReason(const GpuKernelConfig &c) {
     return llvm::formatv("GQA group {0} is not supported by the GPU lowering (at most 8 query "
                          "heads per kv head live in one block's registers)",
                          c.group());
+  return "";
+}
+
+std::string gpu_lowering::tuningError(const GpuKernelConfig &c) {
+  const GPUKernelTuning &t = c.tuning;
+  if (t.unroll < 0 || t.unroll > 8)
+    return llvm::formatv("GPU kernel option unroll={0} is out of range (0 = auto, 1..8)", t.unroll);
+  if (t.piecesPerLane < 1 || t.piecesPerLane > kWarpSize || !llvm::isPowerOf2_64(t.piecesPerLane))
+    return llvm::formatv("GPU kernel option pieces-per-lane={0} must be a power of two in 1..32",
+                         t.piecesPerLane);
+  if (t.asyncStages < 0 || t.asyncStages == 1 || t.asyncStages > 8)
+    return llvm::formatv("GPU kernel option async-stages={0} is out of range (0 = off, 2..8)",
+                         t.asyncStages);
+  if (t.residentBlocks < 0 || t.residentBlocks > 8)
+    return llvm::formatv("GPU kernel option resident-blocks={0} is out of range (0 = auto, 1..8)",
+                         t.residentBlocks);
+  if (c.sharedBytes() > kMaxStaticSharedBytes)
+    return llvm::formatv("the GPU kernel would need {0} bytes of shared memory (async-stages={1}, "
+                         "unroll={2}, pieces-per-lane={3}, group {4}, head_dim {5}); at most {6} "
+                         "fit: use fewer stages or a smaller unroll",
+                         c.sharedBytes(), t.asyncStages, c.unroll(), c.piecesPerLane(), c.group(),
+                         c.headDim, kMaxStaticSharedBytes);
   return "";
 }
 
@@ -85,10 +111,10 @@ struct PartialKernelBuilder {
   ImplicitLocOpBuilder &b;
   Emitter e;
   const GpuKernelConfig &c;
-  int64_t G, E, lpr, rpw, U, D;
+  int64_t G, E, P, lpr, rpw, U, D;
 
   PartialKernelBuilder(ImplicitLocOpBuilder &b, const GpuKernelConfig &c)
-      : b(b), e{b}, c(c), G(c.group()), E(c.lanesElems()), lpr(c.lanesPerRow()),
+      : b(b), e{b}, c(c), G(c.group()), E(c.lanesElems()), P(c.piecesPerLane()), lpr(c.lanesPerRow()),
         rpw(c.rowsPerWarp()), U(c.unroll()), D(c.headDim) {}
 
   Value i64(Value index) { return arith::IndexCastOp::create(b, b.getI64Type(), index); }
@@ -118,8 +144,20 @@ struct PartialKernelBuilder {
     return LLVM::FreezeOp::create(b, words);
   }
   Type wordsType() { return VectorType::get({4}, b.getI32Type()); }
+  /// |byteOff| (i64) + |n|.
+  Value addBytes(Value byteOff, int64_t n) {
+    return n ? arith::AddIOp::create(b, byteOff, arith::ConstantIntOp::create(b, n, 64)).getResult()
+             : byteOff;
+  }
 
-  /// A 16-byte piece (loadWords) as E f32, widened in registers.
+  /// The lane's P pieces of one row (K then V words of a row group are 2P entries) as E f32.
+  SmallVector<Value> widenRow(ArrayRef<Value> pieces) {
+    SmallVector<Value> out;
+    for (Value w : pieces)
+      llvm::append_range(out, widen(w));
+    return out;
+  }
+  /// A 16-byte piece (loadWords) as pieceElems() f32, widened in registers.
   SmallVector<Value> widen(Value words) {
     SmallVector<Value> out;
     if (c.kvType.isF16()) {
@@ -253,17 +291,68 @@ struct PartialKernelBuilder {
       SmallVector<Value> words;
       for (int64_t u = 0; u < U; ++u) {
         Value byteOff = rowOffset(rowOf(tb, u));
-        words.push_back(loadWords(kBase, byteOff));
-        words.push_back(loadWords(vBase, byteOff));
+        for (Value base : {kBase, vBase})
+          for (int64_t p = 0; p < P; ++p)
+            words.push_back(loadWords(base, addBytes(byteOff, p * kLoadBytes)));
       }
       return words;
     };
-    // Software pipeline: the loop carries the next step's words, loaded before this step's
-    // arithmetic, so a warp's loads are in flight while it computes (without it a warp waited
-    // for every step's loads; 0.45 -> 0.57 of the copy bandwidth at 32K tokens, batch 1, on the
-    // H200, with the other changes of docs/gpu-path.md "Kernel tuning"). The first step's loads
-    // go before the loop, only where the warp has rows at all.
-    {
+    const int64_t S = c.asyncStages();
+    const size_t stateSize = init.size();
+    // cp.async ring (S > 0): each lane copies its own 16-byte pieces of the step S-1 ahead into
+    // its slots of the warp's stage and reads back only its own slots, so a wait_group is all the
+    // synchronization it needs. Copies hold no registers: more warps fit an SM and each keeps S-1
+    // steps of K and V in flight.
+    auto sharedPtr = LLVM::LLVMPointerType::get(b.getContext(), /*addressSpace=*/3);
+    auto globalPtr = LLVM::LLVMPointerType::get(b.getContext(), /*addressSpace=*/1);
+    Value ringBase;
+    if (S > 0) {
+      Value ring = fn.getWorkgroupAttributions()[3];
+      Value ringAddr = memref::ExtractAlignedPointerAsIndexOp::create(b, ring);
+      ringBase = LLVM::IntToPtrOp::create(b, sharedPtr, i64(ringAddr));
+    }
+    auto slot = [&](Value stage, int64_t j) {
+      Value i = e.addi(
+          e.muli(e.addi(e.muli(e.addi(e.muli(warp, e.idx(S)), stage), e.idx(2 * U * P)), e.idx(j)),
+                 e.idx(kWarpSize)),
+          lane);
+      Value off = arith::MulIOp::create(b, i64(i), arith::ConstantIntOp::create(b, kLoadBytes, 64));
+      return LLVM::GEPOp::create(b, sharedPtr, b.getI8Type(), ringBase, ValueRange{off}).getResult();
+    };
+    auto issueCopies = [&](Value tb, Value stage) {
+      auto cg = NVVM::LoadCacheModifierKindAttr::get(b.getContext(), NVVM::LoadCacheModifierKind::CG);
+      for (int64_t u = 0; u < U; ++u) {
+        Value byteOff = rowOffset(rowOf(tb, u));
+        for (int64_t kv = 0; kv < 2; ++kv)
+          for (int64_t p = 0; p < P; ++p) {
+            Value src = LLVM::GEPOp::create(b, globalPtr, b.getI8Type(), kv ? vBase : kBase,
+                                            ValueRange{addBytes(byteOff, p * kLoadBytes)});
+            NVVM::CpAsyncOp::create(b, slot(stage, (2 * u + kv) * P + p), src,
+                                    b.getI32IntegerAttr(kLoadBytes), cg, Value());
+          }
+      }
+    };
+    if (S > 0) {
+      // The first S-1 steps, one group each (empty groups where the warp has no rows).
+      e.ifThenElse(
+          e.cmpi(arith::CmpIPredicate::slt, start, t1),
+          [&] {
+            for (int64_t p = 0; p + 1 < S; ++p) {
+              issueCopies(e.addi(start, e.muli(step, e.idx(p))), e.idx(p));
+              NVVM::CpAsyncCommitGroupOp::create(b);
+            }
+          },
+          [&] {
+            for (int64_t p = 0; p + 1 < S; ++p)
+              NVVM::CpAsyncCommitGroupOp::create(b);
+          });
+      init.push_back(e.idx(0)); // the ring stage of the loop's step
+    } else {
+      // Software pipeline in registers: the loop carries the next step's words, loaded before
+      // this step's arithmetic, so a warp's loads are in flight while it computes (without it a
+      // warp waited for every step's loads; 0.45 -> 0.57 of the copy bandwidth at 32K tokens,
+      // batch 1, on the H200, with the other changes of docs/gpu-path.md "Kernel tuning"). The
+      // first step's loads go before the loop, only where the warp has rows at all.
       Value zero = LLVM::ZeroOp::create(b, wordsType());
       auto first = scf::IfOp::create(
           b, e.cmpi(arith::CmpIPredicate::slt, start, t1),
@@ -275,22 +364,36 @@ struct PartialKernelBuilder {
           [&](OpBuilder &nb, Location) {
             OpBuilder::InsertionGuard guard(b);
             b.setInsertionPoint(nb.getInsertionBlock(), nb.getInsertionPoint());
-            scf::YieldOp::create(b, SmallVector<Value>(2 * U, zero));
+            scf::YieldOp::create(b, SmallVector<Value>(2 * U * P, zero));
           });
       init.append(first.getResults().begin(), first.getResults().end());
     }
-    const size_t stateSize = init.size() - 2 * U;
     SmallVector<Value> fin =
         e.loop(start, t1, step, init, [&](Value tb, ValueRange carried) {
           SmallVector<HeadState> st = unpack(carried.take_front(stateSize));
-          SmallVector<Value> words(carried.drop_front(stateSize));
-          SmallVector<Value> next = issueLoads(e.addi(tb, step));
+          SmallVector<Value> words, next;
+          if (S > 0) {
+            Value stage = carried[stateSize];
+            // Refill the stage the previous step read with the step S-1 ahead; then wait until
+            // this step's group is complete (at most S-1 newer ones pending).
+            issueCopies(e.addi(tb, e.muli(step, e.idx(S - 1))),
+                        e.remi(e.addi(stage, e.idx(S - 1)), e.idx(S)));
+            NVVM::CpAsyncCommitGroupOp::create(b);
+            NVVM::CpAsyncWaitGroupOp::create(b, b.getI32IntegerAttr(int32_t(S - 1)));
+            for (int64_t j = 0; j < 2 * U * P; ++j)
+              words.push_back(
+                  LLVM::LoadOp::create(b, wordsType(), slot(stage, j), /*alignment=*/kLoadBytes));
+            next = {e.remi(e.addi(stage, e.idx(1)), e.idx(S))};
+          } else {
+            words.assign(carried.begin() + stateSize, carried.end());
+            next = issueLoads(e.addi(tb, step));
+          }
           SmallVector<Value> valid;
           SmallVector<SmallVector<Value>> ks, vs;
           for (int64_t u = 0; u < U; ++u) {
             valid.push_back(e.cmpi(arith::CmpIPredicate::slt, rowOf(tb, u), t1));
-            ks.push_back(widen(words[2 * u]));
-            vs.push_back(widen(words[2 * u + 1]));
+            ks.push_back(widenRow(ArrayRef<Value>(words).slice((2 * u) * P, P)));
+            vs.push_back(widenRow(ArrayRef<Value>(words).slice((2 * u + 1) * P, P)));
           }
           for (int64_t g = 0; g < G; ++g) {
             SmallVector<Value> logits;
@@ -331,6 +434,8 @@ struct PartialKernelBuilder {
           return out;
         });
     fin.resize(stateSize);
+    if (S > 0) // copies of steps past the chunk may still be in flight
+      NVVM::CpAsyncWaitGroupOp::create(b, b.getI32IntegerAttr(0));
     SmallVector<HeadState> st = unpack(fin);
 
     // The warp's row groups: lanes lpr apart hold the same columns of different rows.
@@ -401,6 +506,9 @@ gpu::GPUFuncOp gpu_lowering::buildPartialKernel(gpu::GPUModuleOp module, StringR
   SmallVector<Type> shared{MemRefType::get({slots * c.headDim}, f32, AffineMap(), workgroup),
                            MemRefType::get({slots}, f32, AffineMap(), workgroup),
                            MemRefType::get({slots}, f32, AffineMap(), workgroup)};
+  if (c.asyncStages() > 0) // 16-byte elements: the ring is 16-byte aligned for cp.async
+    shared.push_back(MemRefType::get({c.ringBytes() / kLoadBytes},
+                                     VectorType::get({4}, b.getI32Type()), AffineMap(), workgroup));
   auto fn = gpu::GPUFuncOp::create(
       b, name, FunctionType::get(ctx, partialKernelArgTypes(ctx, c), TypeRange{}), shared);
   fn->setAttr(gpu::GPUDialect::getKernelFuncAttrName(), b.getUnitAttr());
