@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Builds everything the GPU device check needs into build/device-artifacts (carry that folder to
 # the GPU machine, which has no LLVM/MLIR): the AOT hg_attention libraries for every checked shape
-# (hybridgen-compile; GPU kernels embedded when the compiler builds them), the runtime, libomp,
+# (hybridgen-compile; GPU kernels embedded when the compiler builds them), a small compiled model
+# with its float64 reference tokens (bench/gpu/make_model_check.py), the runtime, libomp,
 # libnuma, the C++ driver and the PyTorch peer. Fails when the folder exceeds 64 MiB.
 #
 #   bash scripts/build-device-artifacts.sh          # then: bash scripts/device-check.sh
@@ -16,6 +17,7 @@ LIMIT=$((64 << 20))
 FLAGS=(--target-cpu=x86-64-v3 ${HYBRIDGEN_COMPILE_FLAGS---gpu})
 
 ninja -C "$BUILD" -j2 hybridgen_runtime hybridgen_device_check hybridgen-compile >/dev/null
+export PYTHONPATH="$BUILD/python_packages${PYTHONPATH:+:$PYTHONPATH}"
 rm -rf "$OUT" && mkdir -p "$OUT/lib" "$OUT/src"
 
 # One module per shape: dynamic batch and pool, the split read from the runtime (segment 1).
@@ -54,6 +56,12 @@ for s in "${shapes[@]}"; do
   read -r dt d kv g <<<"$s"
   [ -f "$OUT/lib/attn_${dt}_d${d}_kv${kv}_g${g}.so" ] || { echo "error: attn_${dt}_d${d}_kv${kv}_g${g} did not compile" >&2; exit 1; }
 done
+
+# The model case: a two-layer model with SmolLM2's attention shape, its float64 greedy tokens, and
+# the artifact with the GPU kernels (run by `hybridgen_device_check model`, runtime only).
+"$ROOT/.venv/bin/python" "$ROOT/bench/gpu/make_model_check.py" "$OUT/model"
+"$BUILD/bin/hybridgen-compile" "$OUT/model/checkpoint" -o "$OUT/model/artifact" "${FLAGS[@]}" \
+  --kv-dtypes=f32 --weight-dtype=f32 >/dev/null
 
 cp "$BUILD/bin/hybridgen_device_check" "$BUILD/runtime/libhybridgen_runtime.so" "$OUT/lib/"
 cp -L /usr/lib/llvm-22/lib/libomp.so.5 /lib/x86_64-linux-gnu/libnuma.so.1 "$OUT/lib/"

@@ -6,7 +6,8 @@
 #   bash scripts/device-check.sh [ARTIFACTS]   # there: prints one table, writes
 #                                              # bench/results/gpu-<date>-<card>/*.csv
 #
-# Measures numerics (GPU-only / hybrid / CPU-only vs float64), GPU attention bandwidth vs a
+# Measures numerics (GPU-only / hybrid / CPU-only vs float64), a compiled model generating with
+# part of its KV in device memory (tokens vs its float64 reference), GPU attention bandwidth vs a
 # device-to-device copy with PyTorch SDPA as the peer, and the hybrid step vs GPU-only+transfer and
 # CPU-only with the feedback scheduler's convergence. Without a usable GPU it prints the runtime's
 # one-line notice, checks the numerics on the CPU fallback (nothing saved) and exits 0.
@@ -31,9 +32,14 @@ if [ "${probe%% *}" != "gpu=1" ]; then
   else
     n="FAILED"
   fi
+  if "$CHECK" model --model-dir="$ART/model" --csv="$tmp/model.csv" >/dev/null 2>&1; then
+    m="passed"
+  else
+    m="FAILED"
+  fi
   python3 "$ART/summarize.py" "$tmp" | sed 's/^/  cpu fallback: /'
-  echo "device check: no usable GPU; numerics on the CPU fallback $n; bandwidth and hybrid not measured"
-  [ "$n" = passed ]
+  echo "device check: no usable GPU; numerics on the CPU fallback $n, model $m; bandwidth and hybrid not measured"
+  [ "$n" = passed ] && [ "$m" = passed ]
   exit $?
 fi
 
@@ -65,6 +71,7 @@ run() { # name timeout command...
 run numerics 45 "$CHECK" numerics --lib-dir="$LIB" --csv="$OUT/numerics.csv"
 run bandwidth 100 "$CHECK" bandwidth --lib-dir="$LIB" --csv="$OUT/bandwidth.csv" ${bw[@]+"${bw[@]}"}
 run sdpa 75 python3 "$ART/sdpa_peer.py" "$OUT/sdpa.csv" ${peer[@]+"${peer[@]}"}
+run model 30 "$CHECK" model --model-dir="$ART/model" --csv="$OUT/model.csv"
 run hybrid 75 "$CHECK" hybrid --lib-dir="$LIB" --csv="$OUT/hybrid.csv" ${hy[@]+"${hy[@]}"}
 python3 "$ART/summarize.py" "$OUT" | tee "$OUT/summary.txt"
 exit $status

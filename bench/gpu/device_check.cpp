@@ -7,6 +7,7 @@
 //   hybridgen_device_check bandwidth --lib-dir=DIR [--csv=PATH] [--contexts=8192,...] [--batches=1,8]
 //                                    [--dtypes=bf16,f16] [--runs=20]
 //   hybridgen_device_check hybrid    --lib-dir=DIR [--csv=PATH] [--context=131072] [--steps=30]
+//   hybridgen_device_check model     --model-dir=DIR [--csv=PATH]   (a compiled model, model.cpp)
 //   (bandwidth and hybrid stop when the libraries launch no kernels, unless --allow-cpu-fallback)
 //
 // DIR holds attn_<dtype>_d<head_dim>_kv<kv_heads>_g<group>.so (+ .sig) from
@@ -48,7 +49,7 @@ std::vector<std::string> parseNames(const std::string &s) {
 }
 
 int usage(const char *argv0) {
-  std::fprintf(stderr, "usage: %s probe|numerics|bandwidth|hybrid --lib-dir=DIR [--csv=PATH] [options]\n",
+  std::fprintf(stderr, "usage: %s probe|numerics|bandwidth|hybrid --lib-dir=DIR | model --model-dir=DIR [--csv=PATH] [options]\n",
                argv0);
   return 2;
 }
@@ -69,6 +70,8 @@ int main(int argc, char **argv) {
     try {
       if (const char *v = val("--lib-dir="))
         o.libDir = v;
+      else if (const char *v = val("--model-dir="))
+        o.modelDir = v;
       else if (const char *v = val("--csv="))
         o.csv = v;
       else if (const char *v = val("--contexts="))
@@ -100,9 +103,11 @@ int main(int argc, char **argv) {
       std::printf("gpu=0\n");
     return 0;
   }
-  if (o.libDir.empty())
-    return usage(argv[0]);
   try {
+    if (mode == "model" && !o.modelDir.empty())
+      return runModel(o); // runs on the CPU fallback too (the GPU side then modelled)
+    if (o.libDir.empty())
+      return usage(argv[0]);
     if (mode == "numerics")
       return runNumerics(o);
     if (hgrt_gpu_available() != 1) {

@@ -16,6 +16,7 @@ namespace hybridgen::devcheck {
 
 struct Options {
   std::string libDir, csv;
+  std::string modelDir; // model mode: artifact/, checkpoint/, expected.txt
   std::vector<int64_t> contexts = {8192, 32768, 131072, 524288};
   std::vector<int64_t> batches = {1, 8};
   std::vector<std::string> dtypes = {"bf16", "f16"};
@@ -30,6 +31,7 @@ struct Options {
 int runNumerics(const Options &o);
 int runBandwidth(const Options &o);
 int runHybrid(const Options &o);
+int runModel(const Options &o);
 
 /// The shape a compiled library was built for; its file name in the library directory.
 struct Shape {

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Prints the device check's one table from the CSVs in DIR (numerics.csv, bandwidth.csv,
-sdpa.csv, hybrid.csv), with the issue's targets next to the measurements.
+sdpa.csv, hybrid.csv, model.csv), with the issue's targets next to the measurements.
 
     python3 summarize.py DIR"""
 import csv
@@ -79,6 +79,11 @@ def main():
                              f"hybrid; target: hybrid faster)")
             if cpu_t:
                 lines.append(f"           cpu-only {num(cpu_t, 'step_s'):.3g} s")
+    for r in rows(os.path.join(d, "model.csv")):
+        ok = r["tokens_match"] == "1" and (num(r, "logits_rel_err_vs_cpu") or 0) <= 1e-4
+        lines.append(f"model      {r['policy']:9} {'ok  ' if ok else 'FAIL'} tokens "
+                     f"{'= float64 reference' if r['tokens_match'] == '1' else 'DIFFER'}, logits vs cpu-only "
+                     f"{r['logits_rel_err_vs_cpu']}, {r['hbm_blocks']} blocks in HBM, gpu side {r['gpu_side']}")
     print("\n".join(lines) if lines else "no results in " + d)
 
 

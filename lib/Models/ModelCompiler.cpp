@@ -60,7 +60,8 @@ bool sameBuild(const std::filesystem::path &metaPath, const ModelCompileOptions 
   return !meta.is_discarded() && meta.is_object() &&
          meta.value("generator", 0) == kGeneratorVersion &&
          meta.value("bf16_dot_rounded", false) == options.compile.bf16DotRounded &&
-         meta.value("k_transposed", false) == effectiveKTransposed(options);
+         meta.value("k_transposed", false) == effectiveKTransposed(options) &&
+         meta.value("gpu_kernels", false) == options.compile.gpuKernels;
 }
 
 } // namespace
@@ -111,6 +112,8 @@ double compileModelDir(const std::string &modelDir, const std::string &artifactD
   meta["bf16_dot_rounded"] = compile.bf16DotRounded;
   // The runner's pool stores K pieces [head_dim][block_size] when this is true.
   meta["k_transposed"] = compile.kTransposed;
+  // The attention's GPU partial is CUDA kernels (runnable on a device HBM tier by the runner).
+  meta["gpu_kernels"] = compile.gpuKernels;
   meta["compile_seconds"] = seconds;
   meta["config"] = nlohmann::json::parse(text.str());
   meta["functions"] = module.functionArguments;

@@ -44,8 +44,11 @@ def compile_model(model_dir: str, artifact_dir: str = "", *, weight_dtype: str =
 class Model:
     """A decoder model run by the hybridgen runtime; see the module docstring.
 
-    |gpu_tokens| is the (modelled) GPU side's KV budget per sequence and layer: the scheduler then
-    keeps at least the rest of the tokens on the CPU side (0: unlimited). |map_weights| runs on the
+    |gpu_tokens| is the GPU side's KV budget per sequence and layer: the scheduler then keeps at
+    least the rest of the tokens on the CPU side (0: unlimited). With an artifact compiled with
+    GPU kernels (hybridgen-compile --gpu) and a usable CUDA device, a budget > 0 puts those tokens'
+    KV in device memory and the kernels run there (stats()["gpu_side"] names the device);
+    otherwise the GPU partial runs on the CPU and its time is modelled ("modelled"). |map_weights| runs on the
     checkpoint file's mapping instead of copying the weights into huge-page memory at load: less
     memory and a faster start, but decode reads the page cache's scattered pages more slowly
     (docs/models.md, "Weight memory"). |bf16_dot_rounded| compiles a model dir with the bf16 KV

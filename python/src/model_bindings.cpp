@@ -46,6 +46,7 @@ nb::dict statsDict(const rt::model::RunnerStats &s) {
   }
   d["tier_occupancy"] = tiers;
   d["migrations"] = s.migrations;
+  d["gpu_side"] = s.gpuSide;
   d["policy"] = s.policy;
   return d;
 }

@@ -53,9 +53,78 @@ void SchedulerContext::beginStep(int64_t contextTokens) {
 
 Result<int64_t> SchedulerContext::endStep() {
   std::lock_guard<std::mutex> lock(mu_);
-  if (!pool_)
-    return int64_t(0);
+  if (!pool_ || pinnedSplit_ >= 0)
+    return int64_t(0); // placeForStep placed this step's blocks before it ran
   return placement_.rebalance(*pool_, currentSplit_);
+}
+
+Result<bool> SchedulerContext::placeExactlyLocked(int64_t split, int64_t &migrations) {
+  PlacementConfig unbounded = placement_.config();
+  unbounded.maxMigrationsPerStep = INT64_MAX;
+  // One pass skips moves into a tier that is still full; a later one finds the room made.
+  for (int round = 0; round < 8; ++round) {
+    Result<int64_t> moved = PlacementPolicy(unbounded).rebalance(*pool_, split);
+    if (!moved)
+      return moved.status();
+    migrations += *moved;
+    if (*moved == 0)
+      break;
+  }
+  const int64_t bs = pool_->layout().blockSize;
+  for (int64_t seq : pool_->sequences()) {
+    const std::vector<int32_t> &blocks = pool_->blockTable(seq);
+    for (size_t b = 0; b < blocks.size(); ++b) {
+      const bool gpuSide = int64_t(b) >= split / bs; // splits are whole blocks (quantum)
+      if (pool_->tierMemory(pool_->tierOfBlock(blocks[b])).onDevice() != gpuSide)
+        return false;
+    }
+  }
+  return true;
+}
+
+Result<int64_t> SchedulerContext::placeForStep(int64_t leadSegment) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (!pool_)
+    return invalidArgument("placeForStep: no pool attached");
+  int64_t len = contextTokens_;
+  for (int64_t s : pool_->sequences())
+    len = std::max(len, pool_->seqLen(s));
+  int64_t split = sched_.config().policy != SchedulerPolicy::kStatic && len <= 0
+                      ? INT64_MAX
+                      : sched_.split(leadSegment, len);
+  const int64_t bs = pool_->layout().blockSize;
+  if (split != INT64_MAX && split % bs != 0)
+    split = (split / bs + 1) * bs; // a block belongs to one side: round the GPU's share down
+  int64_t migrations = 0;
+  Result<bool> placed = placeExactlyLocked(split, migrations);
+  if (!placed)
+    return placed.status();
+  if (!*placed) {
+    split = INT64_MAX; // device memory could not take the GPU's share: this step on the CPU
+    placed = placeExactlyLocked(split, migrations);
+    if (!placed)
+      return placed.status();
+    if (!*placed)
+      return exhausted("placeForStep: host tiers cannot take every block back from device memory");
+  }
+  pinnedSplit_ = split;
+  currentSplit_ = split;
+  return migrations;
+}
+
+Result<int64_t> SchedulerContext::placeAllOnHost() {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (!pool_)
+    return invalidArgument("placeAllOnHost: no pool attached");
+  int64_t migrations = 0;
+  Result<bool> placed = placeExactlyLocked(INT64_MAX, migrations);
+  if (!placed)
+    return placed.status();
+  if (!*placed)
+    return exhausted("placeAllOnHost: host tiers cannot take every block back from device memory");
+  pinnedSplit_ = INT64_MAX;
+  currentSplit_ = INT64_MAX;
+  return migrations;
 }
 
 int64_t SchedulerContext::step() const {
@@ -70,7 +139,9 @@ int64_t SchedulerContext::splitPoint(int64_t segment) {
     for (int64_t s : pool_->sequences())
       len = std::max(len, pool_->seqLen(s));
   int64_t split;
-  if (sched_.config().policy != SchedulerPolicy::kStatic && len <= 0)
+  if (pinnedSplit_ >= 0)
+    split = pinnedSplit_; // placeForStep placed this split: the kernels must run at it
+  else if (sched_.config().policy != SchedulerPolicy::kStatic && len <= 0)
     split = INT64_MAX; // no length known: the contract's "everything on the first device"
   else
     split = sched_.split(segment, len);

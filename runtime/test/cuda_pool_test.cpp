@@ -176,6 +176,75 @@ TEST_F(CudaPool, MigrationsMoveBlocksBetweenHostAndDevice) {
   EXPECT_EQ(fakeCounter("d2d"), d2d); // nothing moved inside the device
 }
 
+// The model runner's per-step placement: neither side reads the other's memory, so the split every
+// segment runs at is the one the blocks were moved to before the step.
+TEST_F(CudaPool, PlaceForStepRunsTheSplitThatIsPlaced) {
+  useFake();
+  auto pool = makePool(makeTopology(deviceTiers()));
+  ASSERT_TRUE(pool);
+  SchedulerConfig cfg;
+  cfg.policy = SchedulerPolicy::kStatic;
+  cfg.staticSplit = 20; // not a whole block: the GPU's share is rounded down to blocks
+  SchedulerContext ctx(cfg, pool.get());
+  ASSERT_TRUE(pool->setAppendTierOrder({1}).isOk()); // appends in host memory, as the runner's
+  const int64_t lens[] = {70, 40};
+  std::vector<int64_t> seqs;
+  for (int i = 0; i < 2; ++i) {
+    seqs.push_back(pool->createSequence());
+    std::vector<uint32_t> k, v;
+    makeTokens(pool->layout(), 2, 10 + i, 0, lens[i], k, v);
+    ASSERT_TRUE(pool->append(seqs.back(), lens[i], k.data(), v.data()).isOk());
+  }
+  auto tiersOf = [&](int64_t seq) {
+    std::vector<int32_t> t;
+    for (int32_t b : pool->blockTable(seq))
+      t.push_back(pool->tierOfBlock(b));
+    return t;
+  };
+  EXPECT_EQ(tiersOf(seqs[0]), (std::vector<int32_t>{1, 1, 1, 1, 1}));
+  ctx.beginStep(70);
+  auto moved = ctx.placeForStep(0);
+  ASSERT_TRUE(moved.isOk()) << moved.status().message();
+  EXPECT_EQ(*moved, 3 + 1); // blocks 2-4 of the first sequence, block 2 of the second
+  EXPECT_EQ(tiersOf(seqs[0]), (std::vector<int32_t>{1, 1, 0, 0, 0}));
+  EXPECT_EQ(tiersOf(seqs[1]), (std::vector<int32_t>{1, 1, 0}));
+  EXPECT_EQ(ctx.splitPoint(0), 32);
+  EXPECT_EQ(ctx.splitPoint(7), 32); // every segment runs at the placed split
+  EXPECT_EQ(*ctx.endStep(), 0);     // nothing left to move after the step
+  EXPECT_TRUE(verifySequence(*pool, seqs[0], 10));
+  EXPECT_TRUE(verifySequence(*pool, seqs[1], 11));
+  // Before a CPU-only pass over the whole cache (prefill): everything back in host memory.
+  moved = ctx.placeAllOnHost();
+  ASSERT_TRUE(moved.isOk()) << moved.status().message();
+  EXPECT_EQ(*moved, 4);
+  EXPECT_EQ(tiersOf(seqs[0]), (std::vector<int32_t>{1, 1, 1, 1, 1}));
+  EXPECT_EQ(ctx.splitPoint(3), INT64_MAX);
+  EXPECT_TRUE(verifySequence(*pool, seqs[0], 10));
+  EXPECT_TRUE(verifySequence(*pool, seqs[1], 11));
+}
+
+TEST_F(CudaPool, PlaceForStepRunsOnTheCpuWhenDeviceMemoryCannotTakeTheGpuShare) {
+  useFake();
+  auto pool = makePool(makeTopology(deviceTiers("capacity=8KiB,"))); // 2 blocks
+  ASSERT_TRUE(pool);
+  ASSERT_EQ(pool->tierUsage(0).capacityBlocks, 2);
+  SchedulerConfig cfg;
+  cfg.policy = SchedulerPolicy::kStatic;
+  cfg.staticSplit = 0; // the GPU side would be every block
+  SchedulerContext ctx(cfg, pool.get());
+  ASSERT_TRUE(pool->setAppendTierOrder({1}).isOk());
+  int64_t seq = pool->createSequence();
+  std::vector<uint32_t> k, v;
+  makeTokens(pool->layout(), 2, 4, 0, 64, k, v);
+  ASSERT_TRUE(pool->append(seq, 64, k.data(), v.data()).isOk());
+  ctx.beginStep(64);
+  ASSERT_TRUE(ctx.placeForStep(0).isOk());
+  EXPECT_EQ(ctx.splitPoint(0), INT64_MAX); // a CPU-only step, not a partial read of missing blocks
+  for (int32_t b : pool->blockTable(seq))
+    EXPECT_EQ(pool->tierOfBlock(b), 1);
+  EXPECT_TRUE(verifySequence(*pool, seq, 4));
+}
+
 TEST_F(CudaPool, FailedDeviceCopyLeavesTheTableAndFreeListIntact) {
   useFake();
   Topology topo = makeTopology(deviceTiers());

@@ -171,8 +171,11 @@ void printSummary(const rt::model::RunnerStats &s, int64_t layers) {
     std::printf("tier %-16s %lld / %lld blocks\n", s.tierNames[t].c_str(),
                 (long long)s.tierUsedBlocks[t], (long long)s.tierCapacityBlocks[t]);
   std::printf("migrations: %lld blocks\n", (long long)s.migrations);
-  std::printf("The GPU side's time is MODELLED (H200 figures); this machine has no GPU, so both "
-              "partials run on the CPU.\n");
+  if (s.gpuSide == "modelled")
+    std::printf("The GPU side's time is MODELLED (H200 figures): both partials ran on the CPU (no "
+                "usable GPU, an artifact without --gpu kernels, or --gpu-tokens 0).\n");
+  else
+    std::printf("GPU side: %s (kernels on the device, CUDA-event times)\n", s.gpuSide.c_str());
 }
 
 } // namespace

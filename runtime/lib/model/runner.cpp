@@ -63,9 +63,10 @@ Status ModelRunner::reset() {
       return st;
     s = m.pool->createSequence();
   }
-  std::string policy = m.stats.policy;
+  RunnerStats kept = m.stats;
   m.stats = RunnerStats();
-  m.stats.policy = policy;
+  m.stats.policy = kept.policy;
+  m.stats.gpuSide = kept.gpuSide;
   return Status::ok();
 }
 
@@ -104,6 +105,25 @@ Status runStep(ModelRunner::Impl &m, const int32_t *ids, int64_t T, bool decode,
     starts.push_back(*start);
     for (int64_t t = 0; t < T; ++t)
       m.positions[size_t(b * T + t)] = int32_t(*start + t);
+  }
+  // With KV in device memory, place every block on its side before the step (block ids move, so
+  // before the table is filled): decode at one split for all layers, prefill (CPU-only kernels,
+  // which read the whole cache) with everything in host memory.
+  bool stepBegun = false;
+  if (m.deviceTier) {
+    Result<int64_t> placed = int64_t(0);
+    if (decode) {
+      int64_t longest = 0;
+      for (int64_t s : m.sequences)
+        longest = std::max(longest, pool.seqLen(s));
+      m.scheduler->beginStep(longest);
+      stepBegun = true;
+      placed = m.scheduler->placeForStep(0);
+    } else {
+      placed = m.scheduler->placeAllOnHost();
+    }
+    if (!placed)
+      return placed.status();
   }
   int32_t maxBlocks = pool.maxBlocksInUse(m.sequences);
   m.table.assign(size_t(B) * size_t(maxBlocks), -1);
@@ -145,7 +165,7 @@ Status runStep(ModelRunner::Impl &m, const int32_t *ids, int64_t T, bool decode,
     installContext(m.scheduler);
   try {
     m.library->call("embed", buildArgs(m.embed, 0, buf));
-    if (decode)
+    if (decode && !stepBegun)
       m.scheduler->beginStep(maxLen);
     for (int32_t l = 0; l < int32_t(c.layers); ++l) {
       m.library->call("layer_pre", buildArgs(m.layerPre, l, buf));

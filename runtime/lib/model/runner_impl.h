@@ -33,6 +33,8 @@ struct ModelRunner::Impl {
   int64_t blockSize = 16;
   bool hasPrefill = false;
   bool kTransposed = false; // metadata.json k_transposed: the pool stores K pieces transposed
+  bool gpuKernels = false;  // metadata.json gpu_kernels: compiled with hybridgen-compile --gpu
+  bool deviceTier = false;  // the pool has a tier in device memory (placed per step, see runStep)
 
   std::unique_ptr<memref_call::AotLibrary> library;
   std::unique_ptr<Checkpoint> checkpoint;

@@ -2,6 +2,8 @@
 // function's arguments (checked against the config), the KV pool and the split scheduler.
 #include "runner_impl.h"
 
+#include "hybridgen/runtime/cuda/device.h"
+
 #include <nlohmann/json.hpp>
 #include <omp.h>
 
@@ -202,6 +204,8 @@ Result<std::unique_ptr<ModelRunner>> ModelRunner::open(const std::string &artifa
     return invalidArgument("max context must be >= 1");
   if (options.prefillChunk < 1)
     return invalidArgument("prefill chunk must be >= 1");
+  if (options.gpuTokens < 0)
+    return invalidArgument("gpu tokens must be >= 0, got " + std::to_string(options.gpuTokens));
 
   std::string metaPath = (fs::path(artifactDir) / "metadata.json").string();
   std::ifstream in(metaPath);
@@ -218,6 +222,7 @@ Result<std::unique_ptr<ModelRunner>> ModelRunner::open(const std::string &artifa
     impl->blockSize = meta.at("block_size").get<int64_t>();
     impl->hasPrefill = meta.value("prefill", false);
     impl->kTransposed = meta.value("k_transposed", false);
+    impl->gpuKernels = meta.value("gpu_kernels", false);
     std::vector<std::string> kvs = meta.at("kv_dtypes").get<std::vector<std::string>>();
     if (kvs.empty())
       return invalidArgument(metaPath + ": kv_dtypes is empty");
@@ -287,6 +292,25 @@ Result<std::unique_ptr<ModelRunner>> ModelRunner::open(const std::string &artifa
   Result<Topology> topo = Topology::fromEnvironment(discover);
   if (!topo)
     return topo.status();
+  // The real GPU side: the budget's blocks (every sequence and layer, one spare each) in an HBM
+  // tier in the device's memory, placed first; the host tiers keep room for every token.
+  const bool tiersConfigured = std::getenv("HYBRIDGEN_TIERS") || std::getenv("HYBRIDGEN_TIERS_FILE");
+  if (impl->gpuKernels && options.gpuTokens > 0 && !tiersConfigured && cuda::processDevice()) {
+    std::vector<TierInfo> tiers = topo->tiers();
+    TierInfo hbm;
+    hbm.name = "hbm";
+    hbm.kind = TierKind::kHbm;
+    hbm.wantsDevice = true;
+    // A budget beyond the context holds nothing more (and a huge one would overflow the sizing).
+    const int64_t budget = std::min(options.gpuTokens, options.maxContext);
+    const uint64_t gpuBlocks = uint64_t((budget + impl->blockSize - 1) / impl->blockSize);
+    hbm.capacityBytes = uint64_t(options.batch) * (gpuBlocks + 1) * 2 * uint64_t(c.layers) *
+                        layout.blockBytes(); // K and V of every layer, as the host tiers' sizing
+    tiers.insert(tiers.begin(), hbm);
+    topo = Topology::fromTiers(std::move(tiers), discover);
+    if (!topo)
+      return topo.status();
+  }
   PoolConfig poolCfg;
   poolCfg.numLayers = int32_t(c.layers);
   poolCfg.layout = layout;
@@ -302,10 +326,29 @@ Result<std::unique_ptr<ModelRunner>> ModelRunner::open(const std::string &artifa
     return sched.status();
   sched->secondDeviceCapacityTokens = options.gpuTokens;
   impl->scheduler = std::make_shared<SchedulerContext>(*sched, impl->pool.get());
-  double tokenBytes = 2.0 * double(layout.kvHeads) * layout.rowBytes();
-  impl->scheduler->setDeviceTimeModel(1, [tokenBytes](int64_t tokens) {
-    return tokens > 0 ? kGpuLaunchSeconds + double(tokens) * tokenBytes / kGpuBytesPerSecond : 0.0;
-  });
+  // Kernels that can run on a device tier report CUDA-event times; else the time is modelled.
+  std::vector<int32_t> hostTiers;
+  for (int32_t t = 0; t < impl->pool->topology().tierCount(); ++t) {
+    if (impl->pool->tierMemory(t).onDevice())
+      impl->deviceTier = true;
+    else
+      hostTiers.push_back(t);
+  }
+  if (impl->deviceTier) {
+    if (!impl->gpuKernels || hostTiers.empty())
+      return invalidArgument("a tier in device memory needs an artifact compiled with --gpu and a host tier "
+                             "(the CPU side and prefill read host memory)");
+    // New tokens land in host memory, where prefill (CPU kernels) reads them; each decode step
+    // then moves the GPU side's blocks into device memory (runStep).
+    if (Status s = impl->pool->setAppendTierOrder(hostTiers); !s)
+      return s;
+    impl->stats.gpuSide = "cuda: " + cuda::processDevice()->describe();
+  } else {
+    double tokenBytes = 2.0 * double(layout.kvHeads) * layout.rowBytes();
+    impl->scheduler->setDeviceTimeModel(1, [tokenBytes](int64_t tokens) {
+      return tokens > 0 ? kGpuLaunchSeconds + double(tokens) * tokenBytes / kGpuBytesPerSecond : 0.0;
+    });
+  }
   installContext(impl->scheduler);
   impl->stats.policy = options.policy;
   return std::unique_ptr<ModelRunner>(new ModelRunner(std::move(impl)));

@@ -32,6 +32,18 @@ public:
   Result<int64_t> endStep();
   int64_t step() const;
 
+  /// For a pool with a tier in device memory. Neither side reads the other's memory (the CPU
+  /// partial reads host memory, the GPU kernels device memory), so the split that runs must be the
+  /// split that is placed. placeForStep decides one split for the whole step (the scheduler's
+  /// split of |leadSegment|, which every segment then runs at: a model's layers have one shape),
+  /// moves every block to its side before any kernel runs (no per-step bound) and returns the
+  /// migrations. When the placement cannot follow (device memory full), the step runs on the CPU
+  /// with every block moved to host memory. Until the next call, splitPoint returns that split.
+  Result<int64_t> placeForStep(int64_t leadSegment = 0);
+  /// Moves every block to host memory and pins the split past every token: before work that reads
+  /// the whole cache on the CPU (chunked prefill). Returns the migrations.
+  Result<int64_t> placeAllOnHost();
+
   //===--- what the C ABI calls ---===//
   int64_t splitPoint(int64_t segment);
   void segmentBegin(int64_t segment);
@@ -79,6 +91,9 @@ private:
   int64_t step_ = 0;
   int64_t lastMigrations_ = 0;
   int64_t currentSplit_ = 0; // the latest split handed out, used for placement
+  int64_t pinnedSplit_ = -1; // >= 0: placeForStep's split, handed to every segment
+  /// Moves every block to its side of |split| (unbounded); true when the placement then matches.
+  Result<bool> placeExactlyLocked(int64_t split, int64_t &migrations);
   std::function<double(int64_t)> deviceModel_[2];
   int32_t modelledDevices_ = 0; // set by segmentEnd for the row finishLocked writes
 };

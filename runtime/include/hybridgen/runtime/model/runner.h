@@ -34,7 +34,11 @@ struct RunnerOptions {
   /// its size in memory; decode reads the page cache's scattered pages at about half the rate
   /// (docs/models.md, "Weight memory").
   bool mapWeights = false;
-  /// HBM budget of the modelled GPU side, tokens per sequence and layer (0: unlimited).
+  /// HBM budget of the GPU side, tokens per sequence and layer (0: unlimited). With an artifact
+  /// compiled with GPU kernels (hybridgen-compile --gpu), a usable CUDA device and no tier config
+  /// in the environment (HYBRIDGEN_TIERS / _FILE), a budget > 0 puts that many tokens' KV in the
+  /// device's memory (an HBM tier) and the kernels run there, timed by CUDA events; otherwise the
+  /// GPU partial runs on the CPU and its time is modelled (H200 figures).
   int64_t gpuTokens = 0;
 };
 
@@ -50,6 +54,9 @@ struct RunnerStats {
   std::vector<int64_t> tierUsedBlocks, tierCapacityBlocks;
   int64_t migrations = 0;
   std::string policy;
+  /// Where the GPU side ran: "cuda: <device>" (kernels on the device, CUDA-event times) or
+  /// "modelled" (on the CPU, time from H200 figures).
+  std::string gpuSide = "modelled";
   double prefillTokensPerSecond() const { return prefillSeconds > 0 ? prefillTokens / prefillSeconds : 0; }
   double decodeTokensPerSecond() const { return decodeSeconds > 0 ? decodeTokens / decodeSeconds : 0; }
 };
