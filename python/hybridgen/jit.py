@@ -10,7 +10,7 @@ from typing import Any, Mapping, Optional, Sequence, Union
 
 import numpy as np
 
-from . import _hybridgen as _native
+from . import _hybridgen_jit as _native
 from ._arrays import dtype_name, native_view
 from .reference import Partial
 

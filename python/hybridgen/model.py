@@ -6,7 +6,9 @@
     m.stats()                                          # tokens/s, split per layer, tiers, migrations
 
 The native ModelRunner (runtime, no MLIR) does the work: it maps the weights, owns the KV pool and
-the split scheduler; this class only shapes arguments and loops for generate().
+the split scheduler; this class only shapes arguments and loops for generate(). An artifact dir runs
+with the runtime extension alone (no LLVM/MLIR needed); a model dir is compiled first, which needs
+the compiler extension.
 """
 
 from __future__ import annotations
@@ -36,9 +38,16 @@ def compile_model(model_dir: str, artifact_dir: str = "", *, weight_dtype: str =
     AVX512-BF16 (faster; relative error ~1e-3, as a bf16 model's attention; docs/models.md).
     |k_transposed|: the runner's KV pool stores K pieces transposed, as the kernels then read
     them (exact arithmetic, faster decode attention on the CPU; docs/models.md)."""
-    return _native.compile_model(os.fspath(model_dir), os.fspath(artifact_dir), weight_dtype,
-                                 list(kv_dtypes), prefill, force, bool(bf16_dot_rounded),
-                                 bool(k_transposed))
+    try:
+        from . import _hybridgen_jit
+    except ImportError as e:
+        raise ArgumentError(f"compiling {os.fspath(model_dir)} needs hybridgen's compiler (the "
+                            f"_hybridgen_jit extension, LLVM/MLIR), which is not available here "
+                            f"({e}); compile it with hybridgen-compile where it is and pass the "
+                            f"artifact dir") from None
+    return _hybridgen_jit.compile_model(os.fspath(model_dir), os.fspath(artifact_dir), weight_dtype,
+                                        list(kv_dtypes), prefill, force, bool(bf16_dot_rounded),
+                                        bool(k_transposed))
 
 
 class Model:

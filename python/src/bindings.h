@@ -16,14 +16,22 @@ struct ExceptionTypes {
   PyObject *system = nullptr;    // SystemError_(HybridgenError, OSError)
 };
 const ExceptionTypes &exceptionTypes();
+/// The runtime extension creates the types in |m| and registers the translator ...
+void createExceptionTypes(nanobind::module_ &m);
+/// ... the compiler extension |m| uses that module's types (one class per error across both) and
+/// exports them too.
+void useExceptionTypesOf(nanobind::module_ &m, const char *moduleName);
 
 /// Raises ArgumentError with |message| as a C++ exception that the translator maps.
 [[noreturn]] void throwArgument(const std::string &message);
 
-void bindDriver(nanobind::module_ &m);
-void bindRuntime(nanobind::module_ &m);   // topology + pool (runtime_bindings.cpp)
-void bindScheduler(nanobind::module_ &m); // scheduler_bindings.cpp, called by bindRuntime
-void bindModels(nanobind::module_ &m);    // model_bindings.cpp (needs the driver)
+// _hybridgen (runtime only):
+void bindRuntime(nanobind::module_ &m);     // topology + pool (runtime_bindings.cpp)
+void bindScheduler(nanobind::module_ &m);   // scheduler_bindings.cpp, called by bindRuntime
+void bindModelRunner(nanobind::module_ &m); // model_bindings.cpp
+// _hybridgen_jit (LLVM/MLIR):
+void bindDriver(nanobind::module_ &m);        // driver_bindings.cpp
+void bindModelCompiler(nanobind::module_ &m); // model_compiler_bindings.cpp
 
 } // namespace hybridgen::python
 

@@ -1,104 +1,14 @@
-// Entry point of the _hybridgen extension: exception types, the C++ -> Python error translation, binders.
+// Entry point of the _hybridgen extension: the runtime's bindings (topology, KV pool, scheduler, model
+// runner). It links the runtime only, no LLVM/MLIR, so compiled artifacts run from Python where
+// LLVM is not installed; the compiler's bindings are the _hybridgen_jit extension (jit_module.cpp).
 #include "bindings.h"
-
-#include "hybridgen/runtime/status.h"
-#ifdef HYBRIDGEN_PY_HAS_DRIVER
-#include "hybridgen/Driver/Driver.h"
-#endif
-
-#include <stdexcept>
-#include <string>
 
 namespace nb = nanobind;
 
-namespace hybridgen::python {
-
-namespace {
-ExceptionTypes gTypes;
-
-/// Our own argument failures (the bindings' checks) travel as this type; it is translated like the
-/// driver's ArgumentError so callers see one exception class for every bad argument.
-class BindingArgumentError : public std::invalid_argument {
-public:
-  using std::invalid_argument::invalid_argument;
-};
-
-PyObject *makeType(nb::module_ &m, const char *name, PyObject *base, PyObject *builtin,
-                   const char *doc) {
-  std::string qualified = std::string("hybridgen.") + name;
-  // A tuple of bases lets `except ValueError` keep working for callers who do not know our types.
-  PyObject *bases = builtin ? PyTuple_Pack(2, base, builtin) : PyTuple_Pack(1, base);
-  PyObject *type = PyErr_NewExceptionWithDoc(qualified.c_str(), doc, bases, nullptr);
-  Py_DECREF(bases);
-  if (!type)
-    throw nb::python_error();
-  m.attr(name) = nb::handle(type);
-  return type;
-}
-
-PyObject *typeForRuntime(rt::ErrorCode code) {
-  switch (code) {
-  case rt::ErrorCode::kInvalidArgument:
-    return gTypes.argument;
-  case rt::ErrorCode::kExhausted:
-    return gTypes.exhausted;
-  case rt::ErrorCode::kNotFound:
-    return gTypes.notFound;
-  case rt::ErrorCode::kSystem:
-    return gTypes.system;
-  case rt::ErrorCode::kOk:
-    break;
-  }
-  return gTypes.base;
-}
-
-void translate(const std::exception_ptr &p, void *) {
-  try {
-    std::rethrow_exception(p);
-  } catch (const BindingArgumentError &e) {
-    PyErr_SetString(gTypes.argument, e.what());
-#ifdef HYBRIDGEN_PY_HAS_DRIVER
-  } catch (const driver::CompileError &e) {
-    PyErr_SetString(gTypes.compile, e.what());
-  } catch (const driver::ArgumentError &e) {
-    PyErr_SetString(gTypes.argument, e.what());
-#endif
-  } catch (const rt::Error &e) {
-    PyErr_SetString(typeForRuntime(e.status().code()), e.what());
-  }
-  // Anything else propagates to nanobind's default translators (RuntimeError etc.).
-}
-} // namespace
-
-const ExceptionTypes &exceptionTypes() { return gTypes; }
-
-void throwArgument(const std::string &message) { throw BindingArgumentError(message); }
-
-} // namespace hybridgen::python
-
 NB_MODULE(_hybridgen, m) {
   using namespace hybridgen::python;
-  m.doc() = "Native core of hybridgen: the compiler driver (JIT) and the runtime (KV pool, scheduler).";
-  gTypes.base = makeType(m, "HybridgenError", PyExc_Exception, nullptr,
-                         "Base class of every error raised by hybridgen.");
-  gTypes.compile = makeType(m, "CompileError", gTypes.base, PyExc_RuntimeError,
-                            "Invalid IR or a failed lowering; the message holds the diagnostics.");
-  gTypes.argument = makeType(m, "ArgumentError", gTypes.base, PyExc_ValueError,
-                             "Bad arguments: shapes, dtypes, layouts, ids.");
-  gTypes.exhausted = makeType(m, "ExhaustedError", gTypes.base, PyExc_MemoryError,
-                              "Every KV tier that may take the data is full.");
-  gTypes.notFound = makeType(m, "NotFoundError", gTypes.base, PyExc_LookupError,
-                             "Unknown sequence, tier or segment.");
-  gTypes.system = makeType(m, "SystemFailure", gTypes.base, PyExc_OSError,
-                           "An operating-system call (mmap, mbind, libnuma) failed.");
-  nb::register_exception_translator(translate);
-
-#ifdef HYBRIDGEN_PY_HAS_DRIVER
-  m.attr("has_jit") = true;
-  bindDriver(m);
-  bindModels(m);
-#else
-  m.attr("has_jit") = false;
-#endif
+  m.doc() = "Native core of hybridgen: the runtime (KV pool, scheduler, model runner), no MLIR.";
+  createExceptionTypes(m);
   bindRuntime(m);
+  bindModelRunner(m);
 }
