@@ -1,6 +1,7 @@
 // Decode (and prefill) speed of a compiled model artifact, with model bandwidth utilization:
 // (weight + KV bytes one decode step reads) / step time, over the read roof measured in the same
-// run on the same threads (bench_core's roof). Runtime only: no MLIR (compile the artifact first).
+// run on the same threads (bench_core's roof), right before and right after each case's timed
+// steps (the larger of the two). Runtime only: no MLIR (compile the artifact first).
 //
 //   hybridgen_model_bench --artifact=DIR [--name=smollm2] [--contexts=1024,8192] [--batches=1,4]
 //       [--threads=1,2] [--steps=8] [--prefill=512,4096] [--kv-dtype=bf16] [--csv=out.csv]
@@ -26,6 +27,19 @@ using hybridgen::bench::measureReadRoof;
 using hybridgen::bench::now;
 
 namespace {
+
+/// The read roof around one case, in GB/s: measured just before and just after the case's timed
+/// part, the larger of the two. This guest's memory bandwidth moves by up to 2x between minutes
+/// (two threads: 33-62 GB/s on the Zen 4 guest), and a roof read once per thread count at the
+/// start of a run said little about a case timed minutes later.
+class CaseRoof {
+public:
+  void before() { gbps_ = measureReadRoof(size_t(1) << 30, 1) / 1e9; }
+  double after() { return gbps_ = std::max(gbps_, measureReadRoof(size_t(1) << 30, 1) / 1e9); }
+
+private:
+  double gbps_ = 0;
+};
 
 std::vector<int64_t> numbers(const std::string &s) {
   std::vector<int64_t> out;
@@ -109,7 +123,7 @@ int main(int argc, char **argv) {
               "batch", "threads", "ms/step", "tokens/s", "GB/s", "roof", "ratio", "weights");
   for (int64_t threads : o.threads) {
     omp_set_num_threads(int(threads));
-    double roof = measureReadRoof() / 1e9;
+    CaseRoof caseRoof;
     for (int64_t batch : o.batches)
       for (int64_t context : o.contexts) {
         for (const std::string &memory : o.weightMemory) {
@@ -133,12 +147,14 @@ int main(int argc, char **argv) {
           rt::throwIfError(m.decode(ids.data(), logits)); // warm-up
           double best = 1e30;
           uint64_t bytes = 0;
+          caseRoof.before();
           for (int64_t s = 0; s < o.steps; ++s) {
             bytes = m.weightBytesPerStep() + m.kvBytesPerStep();
             double t0 = now();
             rt::throwIfError(m.decode(ids.data(), logits));
             best = std::min(best, now() - t0);
           }
+          double roof = caseRoof.after();
           double gbps = double(bytes) / best / 1e9;
           std::printf("%-10s %-7s %7lld %5lld %7lld %12.2f %12.2f %9.2f %9.2f %6.3f %s\n",
                       o.name.c_str(), "decode", (long long)context, (long long)batch,
@@ -165,9 +181,11 @@ int main(int argc, char **argv) {
       for (int64_t t = 0; t < prompt; ++t)
         ids[size_t(t)] = int32_t((t * 7919) % std::max<int64_t>(1, (*runner)->config().vocab));
       std::vector<float> logits;
+      caseRoof.before();
       double t0 = now();
       rt::throwIfError((*runner)->prefill(ids.data(), prompt, false, logits));
       double secs = now() - t0;
+      double roof = caseRoof.after();
       std::printf("%-10s %-7s %7lld %5d %7lld %12.2f %12.2f %9s %9.2f %6s %s\n", o.name.c_str(),
                   "prefill", (long long)prompt, 1, (long long)threads, secs * 1e3,
                   double(prompt) / secs, "-", roof, "-", o.weightMemory[0].c_str());

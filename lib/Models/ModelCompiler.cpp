@@ -43,8 +43,9 @@ std::string resolveWeightDtype(const std::string &requested, const std::string &
 /// so that they are rebuilt rather than kept slow (3: the matmul's weight prefetch; 4: vector
 /// softmax statistics for GQA groups that are not a power of two, e.g. SmolLM2, and the f32
 /// kernel's paced prefetches on every target; 5: K stored transposed in the runner's pool; 6: the
-/// far prefetch of transposed K on every target, decode's matmul rows prefetched on Intel).
-constexpr int kGeneratorVersion = 6;
+/// far prefetch of transposed K on every target, decode's matmul rows prefetched on Intel; 7: q/k/v
+/// and gate/up in one parallel loop each, RoPE's angles shared by the heads).
+constexpr int kGeneratorVersion = 7;
 
 /// Whether the artifact's kernels read K transposed (see ModelCompileOptions::kTransposed): not
 /// with GPU kernels, nor with the bf16 dot products, which read K row-major.

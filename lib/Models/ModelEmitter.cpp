@@ -1,7 +1,7 @@
 //===- ModelEmitter.cpp - norms, matmuls, residuals and RoPE as MLIR text ----------------===//
 //
 // Dense ops are linalg.generic on memrefs (lowered by hg-cpu-pipeline), except the matrix-vector
-// products of decode, which get a small 16-wide vector kernel (see emitVectorMatmul).
+// products of decode, which get a small 16-wide vector kernel (see emitVectorMatmuls).
 //
 //===----------------------------------------------------------------------===//
 #include "ModelEmitter.h"
@@ -72,30 +72,38 @@ template <typename F> static std::string joined(int64_t count, F item) {
   return s;
 }
 
-/// The same product as a vector kernel: OpenMP over blocks of |kOutTile| output rows (one row
+/// The weights of one product of a fused matmul, their prefetch constants and block count.
+struct MatmulPlan {
+  const MatmulOut *spec;
+  int64_t cols = 1;        // output rows per parallel block
+  std::string cB, cC;      // blocks; rows per block
+  std::string wFlat, cAhead, cLast, cRowAhead;
+};
+
+/// The same products as a vector kernel: OpenMP over blocks of |kOutTile| output rows (one row
 /// where the output width is not a multiple of it), each weight row read from memory once with
 /// 16-wide loads (bf16/f16 widened in registers, f32 accumulation) and reused from L1 for every
 /// token row of the call. Token rows go four at a time through a 4 x kOutTile register tile of
 /// accumulators (prefill, >= 16 rows): per 16 columns 4 weight and 4 input loads feed 16 FMAs, and
-/// the input rows are read once per block of output rows instead of once per output row. The remaining
-/// rows (all of decode's) take a single-row loop with |unroll| independent accumulators, bound by
-/// the bandwidth of the weights. Needs inCols % 16 == 0.
-static void emitVectorMatmul(FunctionWriter &f, const std::string &in, int64_t inCols,
-                             const std::string &w, int64_t outCols, const std::string *bias,
-                             const std::string &out, const std::string &n) {
+/// the input rows are read once per block of output rows instead of once per output row. The
+/// remaining rows (all of decode's) take a single-row loop with |unroll| independent
+/// accumulators, bound by the bandwidth of the weights. Needs inCols % 16 == 0.
+///
+/// Several products of the same input (q, k and v; gate and up) share one parallel loop over
+/// the blocks of all of them, each block picking its matrix by its index: one OpenMP fork/join
+/// instead of one per matrix, and the threads' static shares cover the products together.
+static void emitVectorMatmuls(FunctionWriter &f, const std::string &in, int64_t inCols,
+                              const std::vector<MatmulOut> &specs, const std::string &n) {
   std::ostringstream &b = f.body();
   const std::string &wt = f.weightType();
   const int64_t lanes = 16, rows = 4;
   // 4 x 4 tiles: 16 accumulators + 4 widened weight vectors + an input vector fit AVX-512's 32
   // registers. Measured SmolLM2 prefill (docs/models.md).
   constexpr int64_t kOutTile = 4;
-  const int64_t cols = outCols % kOutTile == 0 ? kOutTile : 1;
   int64_t unroll = inCols % (lanes * 4) == 0 ? 4 : inCols % (lanes * 2) == 0 ? 2 : 1;
   std::string vf = "vector<16xf32>", vw = "vector<16x" + wt + ">";
-  std::string wType = matType(outCols, inCols, wt), xType = rowType(inCols);
+  std::string xType = rowType(inCols);
   std::string c0 = f.constant("0", "index"), c1 = f.constant("1", "index"),
-              cB = f.constant(std::to_string(outCols / cols), "index"),
-              cC = f.constant(std::to_string(cols), "index"),
               cK = f.constant(std::to_string(inCols), "index"),
               c16 = f.constant(std::to_string(lanes), "index"),
               c4 = f.constant(std::to_string(rows), "index"),
@@ -117,181 +125,234 @@ static void emitVectorMatmul(FunctionWriter &f, const std::string &in, int64_t i
   // (matvec_walk.c mode 2, rows of 576-4096 bf16). So it prefetches where the target asks
   // (rowPrefetchBytes, resolved by buildModelModule from the target CPU; docs/models.md).
   const int64_t rowAhead = f.rowPrefetchBytes();
-  const int64_t elems = outCols * inCols, eltBytes = wt == "f32" ? 4 : 2;
-  std::string flatType = vecType(elems, wt), wFlat, cAhead, cLast, cRowAhead;
-  if (prefetch || rowAhead > 0) {
-    wFlat = f.fresh();
-    b << "    " << wFlat << " = memref.collapse_shape " << w << " [[0, 1]] : " << wType << " into "
-      << flatType << "\n";
-    if (prefetch)
-      cAhead = f.constant(std::to_string(kPrefetchBytes / eltBytes), "index");
-    cLast = f.constant(std::to_string(elems - 1), "index");
+  const int64_t eltBytes = wt == "f32" ? 4 : 2;
+  std::vector<MatmulPlan> plans;
+  int64_t totalBlocks = 0;
+  for (const MatmulOut &spec : specs) {
+    MatmulPlan p;
+    p.spec = &spec;
+    p.cols = spec.outCols % kOutTile == 0 ? kOutTile : 1;
+    p.cB = f.constant(std::to_string(spec.outCols / p.cols), "index");
+    p.cC = f.constant(std::to_string(p.cols), "index");
+    const int64_t elems = spec.outCols * inCols;
+    if (prefetch || rowAhead > 0) {
+      p.wFlat = f.fresh();
+      b << "    " << p.wFlat << " = memref.collapse_shape " << spec.w << " [[0, 1]] : "
+        << matType(spec.outCols, inCols, wt) << " into " << vecType(elems, wt) << "\n";
+      if (prefetch)
+        p.cAhead = f.constant(std::to_string(kPrefetchBytes / eltBytes), "index");
+      p.cLast = f.constant(std::to_string(elems - 1), "index");
+    }
+    if (rowAhead > 0)
+      p.cRowAhead = f.constant(std::to_string(rowAhead / eltBytes), "index");
+    totalBlocks += spec.outCols / p.cols;
+    plans.push_back(p);
   }
-  if (rowAhead > 0)
-    cRowAhead = f.constant(std::to_string(rowAhead / eltBytes), "index");
-  b << "    scf.parallel (%ob) = (" << c0 << ") to (" << cB << ") step (" << c1 << ") {\n"
-    << "      %o0 = arith.muli %ob, " << cC << " : index\n";
-  for (int64_t j = 1; j < cols; ++j)
-    b << "      %oc" << j << " = arith.constant " << j << " : index\n"
-      << "      %o" << j << " = arith.addi %o0, %oc" << j << " : index\n";
-  // The bias of output row |o| as f32 (|tag| names its SSA values), or 0.
-  auto biasOf = [&](const std::string &o, const std::string &tag, const char *indent) {
-    if (!bias)
-      return zs;
-    b << indent << "%bw" << tag << " = memref.load " << *bias << "[" << o << "] : "
-      << vecType(outCols, wt) << "\n";
-    if (wt == "f32")
-      return "%bw" + tag;
-    b << indent << "%bf" << tag << " = arith.extf %bw" << tag << " : " << wt << " to f32\n";
-    return "%bf" + tag;
-  };
-  auto widened = [&](const std::string &name, const char *indent) {
-    if (wt == "f32")
-      return name;
-    b << indent << name << "f = arith.extf " << name << " : " << vw << " to " << vf << "\n";
-    return name + "f";
-  };
-  b << "      %nq = arith.divui " << n << ", " << c4 << " : index\n"
-    << "      %nb = arith.muli %nq, " << c4 << " : index\n";
-  // Whole groups of 4 token rows [0, nb) times the output rows |outs| (biases |biases|), one
-  // register tile of rows x outs.size() accumulators per group.
-  auto tokenTiles = [&](const std::vector<std::string> &outs,
-                        const std::vector<std::string> &biases) {
-    int64_t nc = static_cast<int64_t>(outs.size()), tile = rows * nc;
-    auto accName = [&](int64_t i) { return std::to_string(i / nc) + "_" + std::to_string(i % nc); };
-    b << "      scf.for %m0 = " << c0 << " to %nb step " << c4 << " {\n";
-    for (int64_t r = 1; r < rows; ++r)
-      b << "        %mo" << r << " = arith.constant " << r << " : index\n"
-        << "        %m" << r << " = arith.addi %m0, %mo" << r << " : index\n";
-    b << "        %bacc:" << tile << " = scf.for %k = " << c0 << " to " << cK << " step " << c16
-      << " iter_args(" << joined(tile, [&](int64_t i) { return "%q" + accName(i) + " = " + zero; })
-      << ") -> (" << joined(tile, [&](int64_t) { return vf; }) << ") {\n";
-    std::vector<std::string> wv;
-    for (int64_t j = 0; j < nc; ++j) {
-      if (prefetch) {
-        // Clamped to the last element: past the end the address would be out of bounds.
-        std::string t = std::to_string(j);
-        b << "          %pa" << t << " = arith.muli " << outs[j] << ", " << cK << " : index\n"
-          << "          %pb" << t << " = arith.addi %pa" << t << ", %k : index\n"
-          << "          %pc" << t << " = arith.addi %pb" << t << ", " << cAhead << " : index\n"
-          << "          %pd" << t << " = arith.minui %pc" << t << ", " << cLast << " : index\n"
-          << "          memref.prefetch " << wFlat << "[%pd" << t << "], read, locality<2>, data : "
-          << flatType << "\n";
-      }
-      std::string name = "%wb" + std::to_string(j);
-      b << "          " << name << " = vector.load " << w << "[" << outs[j] << ", %k] : " << wType
-        << ", " << vw << "\n";
-      wv.push_back(widened(name, "          "));
-    }
-    for (int64_t r = 0; r < rows; ++r) {
-      b << "          %xb" << r << " = vector.load " << in << "[%m" << r << ", %k] : " << xType
-        << ", " << vf << "\n";
-      for (int64_t j = 0; j < nc; ++j)
-        b << "          %rb" << accName(r * nc + j) << " = vector.fma %xb" << r << ", " << wv[j]
-          << ", %q" << accName(r * nc + j) << " : " << vf << "\n";
-    }
-    b << "          scf.yield " << joined(tile, [&](int64_t i) { return "%rb" + accName(i); })
-      << " : " << joined(tile, [&](int64_t) { return vf; }) << "\n        }\n";
-    for (int64_t i = 0; i < tile; ++i) {
-      std::string a = accName(i);
-      b << "        %db" << a << " = vector.reduction <add>, %bacc#" << i << " : " << vf
-        << " into f32\n        %yb" << a << " = arith.addf %db" << a << ", " << biases[i % nc]
-        << " : f32\n        memref.store %yb" << a << ", " << out << "[%m" << i / nc << ", "
-        << outs[i % nc] << "] : " << rowType(outCols) << "\n";
-    }
-    b << "      }\n";
-  };
-  // Prefill-sized calls (>= kTileRowsMin rows) take the 4 x cols tile. Fewer rows (decode with a
-  // batch) are bound by the weights' bandwidth, and there reading |cols| weight rows side by side
-  // measured slower than one after the other while the 4 input rows stay in L1 (SmolLM2, inputs
-  // 576 and 1536 wide, batch 4: 104-112 -> 79-83 tokens/s on 1 thread), so they take 4 x 1
-  // tiles, output row by output row. Where 4 input rows fill an L1 (>= 2048 f32 each) they would
-  // come from L2 again for every output row, and the 4 x cols tile wins at any batch (Llama-3-8B
-  // shape, inputs 4096 and 14336 wide, batch 4: 13.3-13.7 -> 24.0-25.7 tokens/s on 1 thread;
-  // batch 8: 16.7-17.7 -> 35.8-36.8).
-  constexpr int64_t kTileRowsMin = 16, kTileAlwaysCols = 2048;
-  // The 4 x cols tile over the whole block of output rows.
-  auto blockTiles = [&] {
-    std::vector<std::string> outs, biases;
-    for (int64_t j = 0; j < cols; ++j) {
-      outs.push_back("%o" + std::to_string(j));
-      biases.push_back(biasOf(outs.back(), std::to_string(j), "      "));
-    }
-    tokenTiles(outs, biases);
-  };
-  if (cols > 1 && inCols < kTileAlwaysCols) {
-    std::string cMin = f.constant(std::to_string(kTileRowsMin), "index");
-    b << "      %wide = arith.cmpi uge, " << n << ", " << cMin << " : index\n"
-      << "      scf.if %wide {\n";
-    blockTiles();
-    b << "      } else {\n"
-      << "      scf.for %oj = " << c0 << " to " << cC << " step " << c1 << " {\n"
-      << "      %o = arith.addi %o0, %oj : index\n";
-    tokenTiles({"%o"}, {biasOf("%o", "", "      ")});
-    b << "      }\n      }\n";
-  } else {
-    blockTiles();
-  }
+  std::string cTotal = f.constant(std::to_string(totalBlocks), "index");
 
-  // The remaining rows, one output row of the block at a time.
-  b << "      scf.for %oj = " << c0 << " to " << cC << " step " << c1 << " {\n"
-    << "      %o = arith.addi %o0, %oj : index\n";
-  std::string biasValue = biasOf("%o", "", "      ");
-  b << "      scf.for %m = %nb to " << n << " step " << c1 << " {\n";
-  b << "        %acc:" << unroll << " = scf.for %k = " << c0 << " to " << cK << " step " << step
-    << " iter_args(" << joined(unroll, [&](int64_t u) { return "%s" + std::to_string(u) + " = " + zero; })
-    << ") -> (" << joined(unroll, [&](int64_t) { return vf; }) << ") {\n";
-  if (rowAhead > 0) {
-    // One prefetch per cache line of the iteration's weights, in memory order, clamped to the
-    // matrix's last element (named %rp* so that tests can tell them from the token tiles').
-    b << "          %rpa = arith.muli %o, " << cK << " : index\n"
-      << "          %rpb = arith.addi %rpa, %k : index\n"
-      << "          %rpc = arith.addi %rpb, " << cRowAhead << " : index\n";
-    for (int64_t off = 0; off < lanes * unroll * eltBytes; off += 64) {
-      std::string t = std::to_string(off);
-      b << "          %rpo" << t << " = arith.constant " << off / eltBytes << " : index\n"
-        << "          %rpe" << t << " = arith.addi %rpc, %rpo" << t << " : index\n"
-        << "          %rpf" << t << " = arith.minui %rpe" << t << ", " << cLast << " : index\n"
-        << "          memref.prefetch " << wFlat << "[%rpf" << t
-        << "], read, locality<2>, data : " << flatType << "\n";
+  // One block |blk| of the product |p|: its output rows for every token row.
+  auto emitBlock = [&](const MatmulPlan &p, const std::string &blk) {
+    const std::string &w = p.spec->w, &out = p.spec->out;
+    const std::string *bias = p.spec->bias;
+    const int64_t outCols = p.spec->outCols, cols = p.cols;
+    const std::string wType = matType(outCols, inCols, wt);
+    const std::string flatType = vecType(outCols * inCols, wt);
+    const std::string &wFlat = p.wFlat, &cAhead = p.cAhead, &cLast = p.cLast,
+                      &cRowAhead = p.cRowAhead, &cC = p.cC;
+    b << "      %o0 = arith.muli " << blk << ", " << cC << " : index\n";
+    for (int64_t j = 1; j < cols; ++j)
+      b << "      %oc" << j << " = arith.constant " << j << " : index\n"
+        << "      %o" << j << " = arith.addi %o0, %oc" << j << " : index\n";
+    // The bias of output row |o| as f32 (|tag| names its SSA values), or 0.
+    auto biasOf = [&](const std::string &o, const std::string &tag, const char *indent) {
+      if (!bias)
+        return zs;
+      b << indent << "%bw" << tag << " = memref.load " << *bias << "[" << o << "] : "
+        << vecType(outCols, wt) << "\n";
+      if (wt == "f32")
+        return "%bw" + tag;
+      b << indent << "%bf" << tag << " = arith.extf %bw" << tag << " : " << wt << " to f32\n";
+      return "%bf" + tag;
+    };
+    auto widened = [&](const std::string &name, const char *indent) {
+      if (wt == "f32")
+        return name;
+      b << indent << name << "f = arith.extf " << name << " : " << vw << " to " << vf << "\n";
+      return name + "f";
+    };
+    b << "      %nq = arith.divui " << n << ", " << c4 << " : index\n"
+      << "      %nb = arith.muli %nq, " << c4 << " : index\n";
+    // Whole groups of 4 token rows [0, nb) times the output rows |outs| (biases |biases|), one
+    // register tile of rows x outs.size() accumulators per group.
+    auto tokenTiles = [&](const std::vector<std::string> &outs,
+                          const std::vector<std::string> &biases) {
+      int64_t nc = static_cast<int64_t>(outs.size()), tile = rows * nc;
+      auto accName = [&](int64_t i) {
+        return std::to_string(i / nc) + "_" + std::to_string(i % nc);
+      };
+      b << "      scf.for %m0 = " << c0 << " to %nb step " << c4 << " {\n";
+      for (int64_t r = 1; r < rows; ++r)
+        b << "        %mo" << r << " = arith.constant " << r << " : index\n"
+          << "        %m" << r << " = arith.addi %m0, %mo" << r << " : index\n";
+      b << "        %bacc:" << tile << " = scf.for %k = " << c0 << " to " << cK << " step " << c16
+        << " iter_args("
+        << joined(tile, [&](int64_t i) { return "%q" + accName(i) + " = " + zero; })
+        << ") -> (" << joined(tile, [&](int64_t) { return vf; }) << ") {\n";
+      std::vector<std::string> wv;
+      for (int64_t j = 0; j < nc; ++j) {
+        if (prefetch) {
+          // Clamped to the last element: past the end the address would be out of bounds.
+          std::string t = std::to_string(j);
+          b << "          %pa" << t << " = arith.muli " << outs[j] << ", " << cK << " : index\n"
+            << "          %pb" << t << " = arith.addi %pa" << t << ", %k : index\n"
+            << "          %pc" << t << " = arith.addi %pb" << t << ", " << cAhead << " : index\n"
+            << "          %pd" << t << " = arith.minui %pc" << t << ", " << cLast << " : index\n"
+            << "          memref.prefetch " << wFlat << "[%pd" << t
+            << "], read, locality<2>, data : "
+            << flatType << "\n";
+        }
+        std::string name = "%wb" + std::to_string(j);
+        b << "          " << name << " = vector.load " << w << "[" << outs[j] << ", %k] : " << wType
+          << ", " << vw << "\n";
+        wv.push_back(widened(name, "          "));
+      }
+      for (int64_t r = 0; r < rows; ++r) {
+        b << "          %xb" << r << " = vector.load " << in << "[%m" << r << ", %k] : " << xType
+          << ", " << vf << "\n";
+        for (int64_t j = 0; j < nc; ++j)
+          b << "          %rb" << accName(r * nc + j) << " = vector.fma %xb" << r << ", " << wv[j]
+            << ", %q" << accName(r * nc + j) << " : " << vf << "\n";
+      }
+      b << "          scf.yield " << joined(tile, [&](int64_t i) { return "%rb" + accName(i); })
+        << " : " << joined(tile, [&](int64_t) { return vf; }) << "\n        }\n";
+      for (int64_t i = 0; i < tile; ++i) {
+        std::string a = accName(i);
+        b << "        %db" << a << " = vector.reduction <add>, %bacc#" << i << " : " << vf
+          << " into f32\n        %yb" << a << " = arith.addf %db" << a << ", " << biases[i % nc]
+          << " : f32\n        memref.store %yb" << a << ", " << out << "[%m" << i / nc << ", "
+          << outs[i % nc] << "] : " << rowType(outCols) << "\n";
+      }
+      b << "      }\n";
+    };
+    // Prefill-sized calls (>= kTileRowsMin rows) take the 4 x cols tile. Fewer rows (decode with a
+    // batch) are bound by the weights' bandwidth, and there reading |cols| weight rows side by side
+    // measured slower than one after the other while the 4 input rows stay in L1 (SmolLM2, inputs
+    // 576 and 1536 wide, batch 4: 104-112 -> 79-83 tokens/s on 1 thread), so they take 4 x 1
+    // tiles, output row by output row. Where 4 input rows fill an L1 (>= 2048 f32 each) they would
+    // come from L2 again for every output row, and the 4 x cols tile wins at any batch (Llama-3-8B
+    // shape, inputs 4096 and 14336 wide, batch 4: 13.3-13.7 -> 24.0-25.7 tokens/s on 1 thread;
+    // batch 8: 16.7-17.7 -> 35.8-36.8).
+    constexpr int64_t kTileRowsMin = 16, kTileAlwaysCols = 2048;
+    // The 4 x cols tile over the whole block of output rows.
+    auto blockTiles = [&] {
+      std::vector<std::string> outs, biases;
+      for (int64_t j = 0; j < cols; ++j) {
+        outs.push_back("%o" + std::to_string(j));
+        biases.push_back(biasOf(outs.back(), std::to_string(j), "      "));
+      }
+      tokenTiles(outs, biases);
+    };
+    if (cols > 1 && inCols < kTileAlwaysCols) {
+      std::string cMin = f.constant(std::to_string(kTileRowsMin), "index");
+      b << "      %wide = arith.cmpi uge, " << n << ", " << cMin << " : index\n"
+        << "      scf.if %wide {\n";
+      blockTiles();
+      b << "      } else {\n"
+        << "      scf.for %oj = " << c0 << " to " << cC << " step " << c1 << " {\n"
+        << "      %o = arith.addi %o0, %oj : index\n";
+      tokenTiles({"%o"}, {biasOf("%o", "", "      ")});
+      b << "      }\n      }\n";
+    } else {
+      blockTiles();
     }
-  }
-  for (int64_t u = 0; u < unroll; ++u) {
-    std::string k = "%k";
-    if (u) {
-      b << "          %off" << u << " = arith.constant " << u * lanes << " : index\n"
-        << "          %k" << u << " = arith.addi %k, %off" << u << " : index\n";
-      k = "%k" + std::to_string(u);
+
+    // The remaining rows, one output row of the block at a time.
+    b << "      scf.for %oj = " << c0 << " to " << cC << " step " << c1 << " {\n"
+      << "      %o = arith.addi %o0, %oj : index\n";
+    std::string biasValue = biasOf("%o", "", "      ");
+    b << "      scf.for %m = %nb to " << n << " step " << c1 << " {\n";
+    b << "        %acc:" << unroll << " = scf.for %k = " << c0 << " to " << cK << " step " << step
+      << " iter_args("
+      << joined(unroll, [&](int64_t u) { return "%s" + std::to_string(u) + " = " + zero; })
+      << ") -> (" << joined(unroll, [&](int64_t) { return vf; }) << ") {\n";
+    if (rowAhead > 0) {
+      // One prefetch per cache line of the iteration's weights, in memory order, clamped to the
+      // matrix's last element (named %rp* so that tests can tell them from the token tiles').
+      b << "          %rpa = arith.muli %o, " << cK << " : index\n"
+        << "          %rpb = arith.addi %rpa, %k : index\n"
+        << "          %rpc = arith.addi %rpb, " << cRowAhead << " : index\n";
+      for (int64_t off = 0; off < lanes * unroll * eltBytes; off += 64) {
+        std::string t = std::to_string(off);
+        b << "          %rpo" << t << " = arith.constant " << off / eltBytes << " : index\n"
+          << "          %rpe" << t << " = arith.addi %rpc, %rpo" << t << " : index\n"
+          << "          %rpf" << t << " = arith.minui %rpe" << t << ", " << cLast << " : index\n"
+          << "          memref.prefetch " << wFlat << "[%rpf" << t
+          << "], read, locality<2>, data : " << flatType << "\n";
+      }
     }
-    std::string wname = "%w" + std::to_string(u);
-    b << "          %x" << u << " = vector.load " << in << "[%m, " << k << "] : " << xType << ", "
-      << vf << "\n"
-      << "          " << wname << " = vector.load " << w << "[%o, " << k << "] : " << wType
-      << ", " << vw << "\n";
-    std::string wf = widened(wname, "          ");
-    b << "          %r" << u << " = vector.fma %x" << u << ", " << wf << ", %s" << u << " : " << vf
-      << "\n";
+    for (int64_t u = 0; u < unroll; ++u) {
+      std::string k = "%k";
+      if (u) {
+        b << "          %off" << u << " = arith.constant " << u * lanes << " : index\n"
+          << "          %k" << u << " = arith.addi %k, %off" << u << " : index\n";
+        k = "%k" + std::to_string(u);
+      }
+      std::string wname = "%w" + std::to_string(u);
+      b << "          %x" << u << " = vector.load " << in << "[%m, " << k << "] : " << xType << ", "
+        << vf << "\n"
+        << "          " << wname << " = vector.load " << w << "[%o, " << k << "] : " << wType
+        << ", " << vw << "\n";
+      std::string wf = widened(wname, "          ");
+      b << "          %r" << u << " = vector.fma %x" << u << ", " << wf << ", %s" << u << " : "
+        << vf << "\n";
+    }
+    b << "          scf.yield "
+      << joined(unroll, [&](int64_t u) { return "%r" + std::to_string(u); })
+      << " : " << joined(unroll, [&](int64_t) { return vf; }) << "\n        }\n";
+    std::string sum = "%acc#0";
+    for (int64_t u = 1; u < unroll; ++u) {
+      b << "        %t" << u << " = arith.addf " << sum << ", %acc#" << u << " : " << vf << "\n";
+      sum = "%t" + std::to_string(u);
+    }
+    b << "        %dot = vector.reduction <add>, " << sum << " : " << vf << " into f32\n"
+      << "        %y = arith.addf %dot, " << biasValue << " : f32\n"
+      << "        memref.store %y, " << out << "[%m, %o] : " << rowType(outCols) << "\n"
+      << "      }\n      }\n";
+  };
+
+  b << "    scf.parallel (%ob) = (" << c0 << ") to (" << cTotal << ") step (" << c1 << ") {\n";
+  // Block %ob of the concatenated products: the first product's blocks, then the second's, ...
+  std::string blk = "%ob";
+  for (size_t i = 0; i + 1 < plans.size(); ++i) {
+    std::string t = std::to_string(i);
+    b << "      %sel" << t << " = arith.cmpi ult, " << blk << ", " << plans[i].cB << " : index\n"
+      << "      scf.if %sel" << t << " {\n";
+    emitBlock(plans[i], blk);
+    std::string next = "%ob" + std::to_string(i + 1);
+    b << "      } else {\n      " << next << " = arith.subi " << blk << ", " << plans[i].cB
+      << " : index\n";
+    blk = next;
   }
-  b << "          scf.yield " << joined(unroll, [&](int64_t u) { return "%r" + std::to_string(u); })
-    << " : " << joined(unroll, [&](int64_t) { return vf; }) << "\n        }\n";
-  std::string sum = "%acc#0";
-  for (int64_t u = 1; u < unroll; ++u) {
-    b << "        %t" << u << " = arith.addf " << sum << ", %acc#" << u << " : " << vf << "\n";
-    sum = "%t" + std::to_string(u);
+  emitBlock(plans.back(), blk);
+  for (size_t i = 0; i + 1 < plans.size(); ++i)
+    b << "      }\n";
+  b << "      scf.reduce\n    }\n";
+}
+
+void emitMatmuls(FunctionWriter &f, const std::string &in, int64_t inCols,
+                 const std::vector<MatmulOut> &outs, const std::string &n) {
+  if (inCols % 16 == 0) {
+    emitVectorMatmuls(f, in, inCols, outs, n);
+    return;
   }
-  b << "        %dot = vector.reduction <add>, " << sum << " : " << vf << " into f32\n"
-    << "        %y = arith.addf %dot, " << biasValue << " : f32\n"
-    << "        memref.store %y, " << out << "[%m, %o] : " << rowType(outCols) << "\n"
-    << "      }\n      }\n      scf.reduce\n    }\n";
+  for (const MatmulOut &o : outs)
+    emitLinalgMatmul(f, in, inCols, o.w, o.outCols, o.bias, o.out);
 }
 
 void emitMatmul(FunctionWriter &f, const std::string &in, int64_t inCols, const std::string &w,
                 int64_t outCols, const std::string *bias, const std::string &out,
                 const std::string &n) {
-  if (inCols % 16 == 0)
-    emitVectorMatmul(f, in, inCols, w, outCols, bias, out, n);
-  else
-    emitLinalgMatmul(f, in, inCols, w, outCols, bias, out);
+  emitMatmuls(f, in, inCols, {MatmulOut{w, outCols, bias, out}}, n);
 }
 
 /// out = norm(in) * w (+ b): RMSNorm or LayerNorm over the |cols| of every row.
@@ -377,40 +438,64 @@ void emitResidual(FunctionWriter &f, const std::string &x, const std::string &t,
            << "      linalg.yield %s : f32\n    }\n";
 }
 
-/// Rotates pairs (i, i + D/2) of every head of |buf| [n, heads * D] by pos * inv_freq[i] (the
-/// rotate_half convention of Hugging Face's Llama). Angles in f64: exact up to long contexts.
-void emitRope(FunctionWriter &f, const ModelConfig &c, const std::string &buf, int64_t heads,
-              const std::string &pos, const std::string &n) {
+/// Rotates pairs (i, i + D/2) of every head of |q| [n, qHeads * D] and |k| [n, kHeads * D] by
+/// pos * inv_freq[i] (the rotate_half convention of Hugging Face's Llama). Angles in f64: exact
+/// up to long contexts. Each row's cos and sin are computed once per frequency for all heads of q
+/// and k. Rows run in parallel where there are kParallelRows or more (prefill); decode's few rows
+/// run on the calling thread, where a fork/join would cost more than the rotations.
+void emitRope(FunctionWriter &f, const ModelConfig &c, const std::string &q, int64_t qHeads,
+              const std::string &k, int64_t kHeads, const std::string &pos, const std::string &n) {
+  constexpr int64_t kParallelRows = 8;
   std::ostringstream &b = f.body();
   int64_t D = c.headDim, half = D / 2;
-  std::string t = rowType(heads * D);
-  std::string inv = f.fresh(), c0 = f.fresh(), c1 = f.fresh(), ch = f.fresh(), cHalf = f.fresh(),
-              cD = f.fresh();
-  b << "    " << inv << " = memref.get_global @rope_inv_freq : " << vecType(half, "f64") << "\n"
-    << "    " << c0 << " = arith.constant 0 : index\n    " << c1 << " = arith.constant 1 : index\n"
-    << "    " << ch << " = arith.constant " << heads << " : index\n    " << cHalf
-    << " = arith.constant " << half << " : index\n    " << cD << " = arith.constant " << D
-    << " : index\n"
-    << "    scf.parallel (%r, %h, %i) = (" << c0 << ", " << c0 << ", " << c0 << ") to (" << n
-    << ", " << ch << ", " << cHalf << ") step (" << c1 << ", " << c1 << ", " << c1 << ") {\n"
-    << "      %p32 = memref.load " << pos << "[%r] : memref<?xi32>\n"
-    << "      %pf = arith.sitofp %p32 : i32 to f64\n"
-    << "      %fr = memref.load " << inv << "[%i] : " << vecType(half, "f64") << "\n"
-    << "      %ang = arith.mulf %pf, %fr : f64\n"
-    << "      %cd = math.cos %ang : f64\n      %sd = math.sin %ang : f64\n"
-    << "      %cs = arith.truncf %cd : f64 to f32\n      %sn = arith.truncf %sd : f64 to f32\n"
-    << "      %hb = arith.muli %h, " << cD << " : index\n"
-    << "      %i1 = arith.addi %hb, %i : index\n"
-    << "      %i2 = arith.addi %i1, " << cHalf << " : index\n"
-    << "      %x1 = memref.load " << buf << "[%r, %i1] : " << t << "\n"
-    << "      %x2 = memref.load " << buf << "[%r, %i2] : " << t << "\n"
-    << "      %a1 = arith.mulf %x1, %cs : f32\n      %b1 = arith.mulf %x2, %sn : f32\n"
-    << "      %y1 = arith.subf %a1, %b1 : f32\n"
-    << "      %a2 = arith.mulf %x2, %cs : f32\n      %b2 = arith.mulf %x1, %sn : f32\n"
-    << "      %y2 = arith.addf %a2, %b2 : f32\n"
-    << "      memref.store %y1, " << buf << "[%r, %i1] : " << t << "\n"
-    << "      memref.store %y2, " << buf << "[%r, %i2] : " << t << "\n"
-    << "      scf.reduce\n    }\n";
+  std::string inv = f.fresh();
+  b << "    " << inv << " = memref.get_global @rope_inv_freq : " << vecType(half, "f64") << "\n";
+  std::string c0 = f.constant("0", "index"), c1 = f.constant("1", "index"),
+              cHalf = f.constant(std::to_string(half), "index"),
+              cD = f.constant(std::to_string(D), "index"),
+              cMin = f.constant(std::to_string(kParallelRows), "index");
+  // Rotates every head of |buf| by the row's (%cs, %sn) at frequency %i.
+  auto rotateHeads = [&](const std::string &buf, int64_t heads) {
+    std::string t = rowType(heads * D), ch = f.fresh();
+    b << "          " << ch << " = arith.constant " << heads << " : index\n"
+      << "          scf.for %h = " << c0 << " to " << ch << " step " << c1 << " {\n"
+      << "            %hb = arith.muli %h, " << cD << " : index\n"
+      << "            %i1 = arith.addi %hb, %i : index\n"
+      << "            %i2 = arith.addi %i1, " << cHalf << " : index\n"
+      << "            %x1 = memref.load " << buf << "[%r, %i1] : " << t << "\n"
+      << "            %x2 = memref.load " << buf << "[%r, %i2] : " << t << "\n"
+      << "            %a1 = arith.mulf %x1, %cs : f32\n"
+      << "            %b1 = arith.mulf %x2, %sn : f32\n"
+      << "            %y1 = arith.subf %a1, %b1 : f32\n"
+      << "            %a2 = arith.mulf %x2, %cs : f32\n"
+      << "            %b2 = arith.mulf %x1, %sn : f32\n"
+      << "            %y2 = arith.addf %a2, %b2 : f32\n"
+      << "            memref.store %y1, " << buf << "[%r, %i1] : " << t << "\n"
+      << "            memref.store %y2, " << buf << "[%r, %i2] : " << t << "\n"
+      << "          }\n";
+  };
+  auto row = [&] {
+    b << "      %p32 = memref.load " << pos << "[%r] : memref<?xi32>\n"
+      << "      %pf = arith.sitofp %p32 : i32 to f64\n"
+      << "      scf.for %i = " << c0 << " to " << cHalf << " step " << c1 << " {\n"
+      << "          %fr = memref.load " << inv << "[%i] : " << vecType(half, "f64") << "\n"
+      << "          %ang = arith.mulf %pf, %fr : f64\n"
+      << "          %cd = math.cos %ang : f64\n          %sd = math.sin %ang : f64\n"
+      << "          %cs = arith.truncf %cd : f64 to f32\n"
+      << "          %sn = arith.truncf %sd : f64 to f32\n";
+    rotateHeads(q, qHeads);
+    rotateHeads(k, kHeads);
+    b << "      }\n";
+  };
+  std::string wide = f.fresh();
+  b << "    " << wide << " = arith.cmpi uge, " << n << ", " << cMin << " : index\n"
+    << "    scf.if " << wide << " {\n"
+    << "    scf.parallel (%r) = (" << c0 << ") to (" << n << ") step (" << c1 << ") {\n";
+  row();
+  b << "      scf.reduce\n    }\n    } else {\n"
+    << "    scf.for %r = " << c0 << " to " << n << " step " << c1 << " {\n";
+  row();
+  b << "    }\n    }\n";
 }
 
 std::string dimOf(FunctionWriter &f, const std::string &buf, const std::string &type, int d) {

@@ -92,19 +92,32 @@ private:
 };
 
 
+/// One product of emitMatmuls: out[n, o] = in[n, k] . w[o, k] (+ bias[o]), o < outCols.
+struct MatmulOut {
+  std::string w;
+  int64_t outCols;
+  const std::string *bias; // nullptr: none
+  std::string out;
+};
+
 /// out[n, o] = in[n, k] . w[o, k] (+ bias[o]) over the |n| rows (f32 in/out, weight-type w):
 /// the vector kernel where k is a multiple of 16, else linalg.generic.
 void emitMatmul(FunctionWriter &f, const std::string &in, int64_t inCols, const std::string &w,
                 int64_t outCols, const std::string *bias, const std::string &out,
                 const std::string &n);
+/// Several products of the same input |in| (q, k, v; gate, up) in one parallel loop: one
+/// OpenMP fork/join for all of them (see emitVectorMatmuls).
+void emitMatmuls(FunctionWriter &f, const std::string &in, int64_t inCols,
+                 const std::vector<MatmulOut> &outs, const std::string &n);
 /// out = norm(in) * w (+ b): RMSNorm or LayerNorm (from |c|) over every row of |n|.
 void emitNorm(FunctionWriter &f, const ModelConfig &c, const std::string &in, const std::string &n,
               const std::string &w, const std::string *bias, const std::string &out);
 /// x += t over [n, cols].
 void emitResidual(FunctionWriter &f, const std::string &x, const std::string &t, int64_t cols);
-/// RoPE (rotate_half pairs, f64 angles) on every head of |buf| [n, heads * head_dim].
-void emitRope(FunctionWriter &f, const ModelConfig &c, const std::string &buf, int64_t heads,
-              const std::string &pos, const std::string &n);
+/// RoPE (rotate_half pairs, f64 angles) on every head of |q| [n, qHeads * head_dim] and of |k|
+/// [n, kHeads * head_dim]; cos and sin once per row and frequency.
+void emitRope(FunctionWriter &f, const ModelConfig &c, const std::string &q, int64_t qHeads,
+              const std::string &k, int64_t kHeads, const std::string &pos, const std::string &n);
 /// %r = memref.dim |buf|, d.
 std::string dimOf(FunctionWriter &f, const std::string &buf, const std::string &type, int d);
 

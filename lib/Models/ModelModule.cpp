@@ -129,12 +129,12 @@ std::string buildLayerPre(const ModelConfig &c, const std::string &wt, int64_t r
     h = f.alloc(rowType(H), n);
     emitNorm(f, c, x, n, lnW, normBias ? &lnB : nullptr, h);
   }
+  std::vector<MatmulOut> qkv;
   for (int i = 0; i < 3; ++i)
-    emitMatmul(f, h, H, proj[i], dims[i], c.qkvBias ? &bias[i] : nullptr, out[i], n);
-  if (c.rope) {
-    emitRope(f, c, out[0], c.qHeads, pos, n);
-    emitRope(f, c, out[1], c.kvHeads, pos, n);
-  }
+    qkv.push_back({proj[i], dims[i], c.qkvBias ? &bias[i] : nullptr, out[i]});
+  emitMatmuls(f, h, H, qkv, n);
+  if (c.rope)
+    emitRope(f, c, out[0], c.qHeads, out[1], c.kvHeads, pos, n);
   argNames = f.argNames();
   return f.finish();
 }
@@ -181,8 +181,7 @@ void emitMlpBlock(FunctionWriter &f, const ModelConfig &c, const std::string &x,
   std::string mid = f.alloc(rowType(I), n);
   if (c.gatedMlp) {
     std::string g = f.alloc(rowType(I), n);
-    emitMatmul(f, h, H, gate, I, nullptr, g, n);
-    emitMatmul(f, h, H, up, I, nullptr, mid, n);
+    emitMatmuls(f, h, H, {{gate, I, nullptr, g}, {up, I, nullptr, mid}}, n);
     // mid = silu(g) * up
     b << "    linalg.generic {indexing_maps = [" << kRowMaps2 << ", " << kRowMaps2
       << "], iterator_types = [\"parallel\", \"parallel\"]} ins(" << g << " : " << rowType(I)
