@@ -27,8 +27,6 @@ except ImportError:
 has_jit = _jit_native is not None
 if has_jit:
     _translate_module(_jit_native)
-
-if has_jit:
     from ._hybridgen_jit import AttentionSpec, CompileOptions, build_attention_module
     from .jit import (Attention, AttentionResult, Function, Module, attention_spec, compile,  # noqa: A004
                       compile_attention)

@@ -108,4 +108,3 @@ void useExceptionTypesOf(nb::module_ &m, const char *moduleName) {
 void throwArgument(const std::string &message) { throw BindingArgumentError(message); }
 
 } // namespace hybridgen::python
-
