@@ -27,7 +27,7 @@ ROOT = Path(__file__).resolve().parents[2]
 CONFIGS = [
     ("f32 KV (reference)", "f32", False),
     ("bf16 KV", "bf16", False),
-    ("bf16 KV, q and p rounded to bf16", "bf16", True),
+    ("bf16 KV, rounded bf16 dot products", "bf16", True),
     ("f16 KV", "f16", False),
 ]
 

@@ -218,9 +218,6 @@ void buildPipeline(OpPassManager &pm, const CompileOptions &options, bool aot) {
   opts.bf16Dot = options.bf16Dot && hasBf16Dot(*tm);
   opts.bf16DotRounded = options.bf16DotRounded && hasBf16Dot(*tm);
   opts.kTransposed = options.kTransposed;
-  if (options.kTransposed && (options.bf16Dot || options.bf16DotRounded))
-    throw CompileError("k_transposed does not combine with bf16_dot or bf16_dot_rounded (the "
-                       "bf16 dot-product kernel reads K row-major)");
   if (options.vectorBits != 0) {
     if (options.vectorBits != 128 && options.vectorBits != 256 && options.vectorBits != 512)
       throw CompileError("vector_bits must be 0 (the target's), 128, 256 or 512, got " +

@@ -44,14 +44,15 @@ std::string resolveWeightDtype(const std::string &requested, const std::string &
 /// softmax statistics for GQA groups that are not a power of two, e.g. SmolLM2, and the f32
 /// kernel's paced prefetches on every target; 5: K stored transposed in the runner's pool; 6: the
 /// far prefetch of transposed K on every target, decode's matmul rows prefetched on Intel; 7: q/k/v
-/// and gate/up in one parallel loop each, RoPE's angles shared by the heads).
-constexpr int kGeneratorVersion = 7;
+/// and gate/up in one parallel loop each, RoPE's angles shared by the heads; 8: the bf16 dot
+/// products on transposed K).
+constexpr int kGeneratorVersion = 8;
 
 /// Whether the artifact's kernels read K transposed (see ModelCompileOptions::kTransposed): not
-/// with GPU kernels, nor with the bf16 dot products, which read K row-major.
+/// with GPU kernels, which read K row-major.
 bool effectiveKTransposed(const ModelCompileOptions &options) {
   const driver::CompileOptions &c = options.compile;
-  return options.kTransposed && !c.gpuKernels && !c.bf16Dot && !c.bf16DotRounded;
+  return options.kTransposed && !c.gpuKernels;
 }
 
 /// Whether |metaPath| was written by this generator version with the same attention arithmetic.

@@ -34,8 +34,9 @@ def compile_model(model_dir: str, artifact_dir: str = "", *, weight_dtype: str =
     """Compiles |model_dir| (config.json + safetensors) into an artifact dir and returns its path;
     an up-to-date artifact is reused unless |force|. |weight_dtype| "auto" compiles for the
     checkpoint's own element type (bf16 weights stay bf16: the same values, half the bytes).
-    |bf16_dot_rounded|: the bf16 KV attention takes q and p rounded once to bf16 where the CPU has
-    AVX512-BF16 (faster; relative error ~1e-3, as a bf16 model's attention; docs/models.md).
+    |bf16_dot_rounded|: the bf16 KV attention's p.V takes p rounded once to bf16 (and its logits q,
+    where K is row-major) in AVX512-BF16 dot products where the CPU has them (faster; relative
+    error ~1e-3, as a bf16 model's attention; docs/models.md).
     |k_transposed|: the runner's KV pool stores K pieces transposed, as the kernels then read
     them (exact arithmetic, faster decode attention on the CPU; docs/models.md)."""
     try:
@@ -61,7 +62,7 @@ class Model:
     checkpoint file's mapping instead of copying the weights into huge-page memory at load: less
     memory and a faster start, but decode reads the page cache's scattered pages more slowly
     (docs/models.md, "Weight memory"). |bf16_dot_rounded| compiles a model dir with the bf16 KV
-    attention on q and p rounded once to bf16, |k_transposed| with K stored row-major when False (see
+    attention's dot products on values rounded once to bf16, |k_transposed| with K stored row-major when False (see
     compile_model)."""
 
     def __init__(self, path, *, kv_dtype: Optional[str] = None, threads: Optional[int] = None,

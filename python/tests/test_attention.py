@@ -46,13 +46,34 @@ def test_k_transposed_matches_reference(rng, dtype, case):
     assert not np.allclose(attn(q, k, v, table, lens)[:3], out[:3], rtol=1e-2)
 
 
-@pytest.mark.parametrize("options,needle", [
-    ({"k_transposed": True, "bf16_dot_rounded": True}, "does not combine with bf16_dot"),
-    ({"k_transposed": True, "bf16_dot": True}, "does not combine with bf16_dot"),
-])
-def test_k_transposed_with_the_dot_product_kernel_is_a_compile_error(options, needle):
-    with pytest.raises(hg.CompileError, match=needle):
-        compile_for("bf16", q_heads=8, kv_heads=2, head_dim=64, split=0, options=options)
+@pytest.mark.parametrize("heads,bs", [((8, 2), 16), ((9, 3), 16), ((16, 2), 32)],
+                         ids=["g4", "g3", "g8-bs32"])
+@pytest.mark.parametrize("split", [0, 17, 33, 1000], ids=lambda s: f"split{s}")
+def test_k_transposed_with_bf16_dot_products(rng, heads, bs, split):
+    """k_transposed with bf16_dot / bf16_dot_rounded: the logits stay f32 FMAs on transposed K,
+    p.V takes vdpbf16ps where the CPU has AVX512-BF16. As (hi, lo) halves p.V matches the f32
+    path to f32 rounding; rounded once it stays within the bf16-KV bound of the float64
+    reference and differs from the f32 path by more than f32 rounding there (the option is not
+    silently ignored). Odd splits start and end partial pairs of rows; NaN past each sequence's
+    end must not leak through p = 0."""
+    qh, kvh = heads
+    q, k, v, table, lens = make_case(rng, lens=[37, 1, 100, 16, 0], q_heads=qh, kv_heads=kvh,
+                                     head_dim=64, block_size=bs, dtype="bf16")
+    poison_tails(k, v, table, lens, bs)
+    kt = hg.transpose_k_pieces(k)
+    kw = dict(q_heads=qh, kv_heads=kvh, head_dim=64, block_size=bs, split=split)
+    run = lambda **o: compile_for("bf16", options={"amx": False, "k_transposed": True, **o},
+                                  **kw)(q, kt, v, table, lens)
+    fma, dot, rnd = run(), run(bf16_dot=True), run(bf16_dot_rounded=True)
+    ref = hg.reference_attention(q, k, v, table, lens)
+    scale = np.abs(ref).max()
+    for out in (dot, rnd):
+        assert np.isfinite(out).all()
+    np.testing.assert_allclose(dot, ref, **tolerance("bf16"))
+    assert np.abs(dot - fma).max() <= 2e-5 * scale
+    assert np.abs(rnd - ref).max() <= 1e-2 * scale
+    if cpu_has_flag("avx512_bf16"):
+        assert 1e-5 * scale < np.abs(rnd - fma).max() <= 1e-2 * scale
 
 
 def test_k_transposed_with_top_k_is_a_compile_error():
@@ -79,8 +100,6 @@ def test_bf16_dot_products_match_f32_path(rng, heads, split):
     assert np.isfinite(dot).all()
     np.testing.assert_allclose(dot, ref, **tolerance("bf16"))
     assert np.abs(dot - fma).max() <= 2e-5 * np.abs(ref).max()
-
-
 
 
 @pytest.mark.parametrize("heads", [(8, 2), (9, 3)], ids=["g4", "g3"])

@@ -419,7 +419,7 @@ def test_post_ln_opt_missing_tensor_is_named(built, tmp_path, name):
 
 
 def test_bf16_dot_rounded_artifact_stays_within_the_bf16_bound_and_is_recorded(built, tmp_path):
-    """compile_model(bf16_dot_rounded=True): q and p enter the bf16 KV attention rounded once to
+    """compile_model(bf16_dot_rounded=True): p enters the bf16 KV attention's p.V rounded once to
     bf16 where the CPU has AVX512-BF16 (else the option changes nothing). The logits stay within
     the bf16-KV bound of the float64 reference; the metadata records the option, and an artifact
     dir compiled the other way is rebuilt rather than reused."""
@@ -427,7 +427,9 @@ def test_bf16_dot_rounded_artifact_stays_within_the_bf16_bound_and_is_recorded(b
     model_dir, cfg, weights, _ = built("llama3")
     art = tmp_path / "art"
     hg.compile_model(model_dir, art, kv_dtypes=("bf16",), bf16_dot_rounded=True)
-    assert json.loads((art / "metadata.json").read_text())["bf16_dot_rounded"] is True
+    meta = json.loads((art / "metadata.json").read_text())
+    # K stays transposed: the logits keep f32 FMAs on q, only p.V takes the dot products.
+    assert meta["bf16_dot_rounded"] is True and meta["k_transposed"] is True
     ids = prompt(40, cfg["vocab_size"], 12)
     ref = models.forward(cfg, weights, ids)
     m = hg.Model(art, kv_dtype="bf16", policy="static:20", max_context=64, weights=str(model_dir))

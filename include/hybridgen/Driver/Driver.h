@@ -70,7 +70,8 @@ struct CompileOptions {
   /// dot products, relative error ~1e-3 instead of ~4e-6, the precision of a bf16 model's
   /// attention in PyTorch. Off by default; on AMD Zen 4 decode attention read 12-28% more of
   /// the memory roof with it on one thread at batch 1 (docs/cpu-path.md, "bf16 dot products
-  /// with q and p rounded once").
+  /// with q and p rounded once"). With kTransposed only p.V takes the dot products (the logits
+  /// stay f32 FMAs on an unrounded q), so only p is rounded.
   bool bf16DotRounded = false;
   /// The K pools the compiled code reads hold each (block, kv head) piece transposed,
   /// [head_dim][block_size] instead of [block_size][head_dim] (V unchanged; the runtime's
@@ -78,8 +79,7 @@ struct CompileOptions {
   /// without sum trees, in the same exact f32 arithmetic: on AMD Zen 4, one thread, SmolLM2's
   /// bf16 attention read 0.77-0.91 of the memory roof against 0.53-0.70 (docs/cpu-path.md, "K
   /// transposed per block"). Off by default here (the caller owns the pools); model artifacts
-  /// turn it on. Not supported with top-k attention, GPU kernels or bf16Dot/bf16DotRounded (a
-  /// CompileError says so).
+  /// turn it on. Not supported with top-k attention or GPU kernels (a CompileError says so).
   bool kTransposed = false;
   /// Shared libraries the JIT loads (libomp, the runtime); empty = the defaults found at build time.
   std::vector<std::string> sharedLibs;

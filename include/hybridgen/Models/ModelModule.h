@@ -43,7 +43,7 @@ struct ModelCompileOptions {
   bool prefill = true;
   /// The runner's KV pool stores each K piece transposed and the kernels read it so
   /// (driver::CompileOptions::kTransposed): compileModelDir sets compile.kTransposed from this,
-  /// except with GPU kernels or the bf16 dot products, which read K row-major. On by default:
+  /// except with GPU kernels, which read K row-major. On by default:
   /// the pool is the runner's own, and the transposed logits measured faster (docs/models.md).
   bool kTransposed = true;
   /// How far ahead (bytes) decode's matrix-vector rows prefetch their weights into L2: 0 = not

@@ -113,7 +113,7 @@ bool cpu::vectorStats(const KernelConfig &c) {
 
 bool cpu::bf16DotApplies(const KernelConfig &c) {
   int64_t pair = 2 * c.lanes();
-  return c.bf16Dot && !c.kTransposed && c.kvType.isBF16() && c.topK == 0 &&
+  return c.bf16Dot && c.kvType.isBF16() && c.topK == 0 &&
          c.vectorBits >= 256 && c.dotWidth() == c.lanes() && c.headDim % pair == 0 &&
          treeRows(c) > 0 &&
          c.blockSize % 2 == 0 && c.accTileWidth() % pair == 0;

@@ -185,10 +185,11 @@ func::FuncOp cpu::buildDenseKernel(ModuleOp module, StringRef name, const Kernel
     // column j * w), in the (even, odd) order of bf16Pairs where it applies.
     bool dot = bf16DotApplies(c);
     int64_t halves = bf16DotHalves(c);
+    bool qDot = dot && !c.kTransposed; // the transposed logits take q as f32
     body.qs =
-        dot ? memref::AllocaOp::create(b, MemRefType::get({c.qHeads, halves, d}, c.kvType),
-                                       e.stackAlign())
-            : memref::AllocaOp::create(b, MemRefType::get({c.qHeads, d}, e.f32()), e.stackAlign());
+        qDot ? memref::AllocaOp::create(b, MemRefType::get({c.qHeads, halves, d}, c.kvType),
+                                        e.stackAlign())
+             : memref::AllocaOp::create(b, MemRefType::get({c.qHeads, d}, e.f32()), e.stackAlign());
     if (dot)
       body.probs =
           memref::AllocaOp::create(b, MemRefType::get({halves, gs, bs / 2}, b.getI32Type()),
@@ -206,7 +207,7 @@ func::FuncOp cpu::buildDenseKernel(ModuleOp module, StringRef name, const Kernel
                                   ValueRange{u, e.idx(g), e.idx(col)});
         memref::StoreOp::create(b, e.negInf(), body.maxes, ValueRange{u, e.idx(g)});
         memref::StoreOp::create(b, e.cf(0.0f), body.sums, ValueRange{u, e.idx(g)});
-        if (dot) {
+        if (qDot) {
           // q scaled = hi + lo, both bf16 (hi rounded to nearest, lo the rounded rest): the
           // bf16 dot products then see q to ~2^-17 relative instead of bf16's 2^-9. Rounded
           // once (bf16DotRounded), hi alone.
