@@ -8,7 +8,9 @@
 // C: the row length (columns); the matrix is 256 MiB. PF: software prefetch distance in bytes (0:
 // none), LOC 2: into L2 (prefetcht1), 3: L1, else L3. MODE 0: 4 rows side by side (4 streams),
 // 1: one row after the other, 2 accumulators; 2: the same with 4 (the emitter's decode loop);
-// 3: 4096-column panels; 4: as 1 with EXTRA=n (environment) dependent FMA chains per 32 weights.
+// 3: 4096-column panels; 4: as 1 with EXTRA=n (environment) dependent FMA chains per 32 weights;
+// 5: SIDE=n (environment: 1, 2, 4, 8 or 16, default 8) rows side by side, one accumulator each, x loaded once
+// per 16 columns for all of them (the emitter's decode loop where x is wider than 4096 f32).
 // Environment: FILE=path (read the weights through a read-only mapping of that file; POP=1
 // touches it first), NOHUGE=1 (anonymous memory without MADV_HUGEPAGE), REUSE=bytes (the same
 // REUSE bytes again and again: the cache-resident compute rate). Prints the best of 5 passes
@@ -79,12 +81,20 @@ static void mv4(const uint16_t*W,const float*x,float*y,long R,long C){ // row at
     }
     y[r]=hsum(_mm512_add_ps(_mm512_add_ps(a0,a1),_mm512_add_ps(_mm512_add_ps(b0,b1),_mm512_add_ps(b2,b3))));}
 }
+static int SIDE=8;
+static void mv5(const uint16_t*W,const float*x,float*y,long R,long C){ // SIDE rows side by side
+  for(long r=0;r<R;r+=SIDE){__m512 a[16];for(int i=0;i<SIDE;i++)a[i]=_mm512_setzero_ps();
+    for(long k=0;k<C;k+=16){__m512 xv=_mm512_loadu_ps(x+k);
+      for(int i=0;i<SIDE;i++)a[i]=_mm512_fmadd_ps(ld(W+(r+i)*C+k),xv,a[i]);}
+    for(int i=0;i<SIDE;i++)y[r+i]=hsum(a[i]);}
+}
 static double roof(const char*p,size_t n){double t=now();__m512i s=_mm512_setzero_si512();for(size_t i=0;i<n;i+=256){s=_mm512_add_epi64(s,_mm512_load_si512(p+i));s=_mm512_add_epi64(s,_mm512_load_si512(p+i+64));s=_mm512_add_epi64(s,_mm512_load_si512(p+i+128));s=_mm512_add_epi64(s,_mm512_load_si512(p+i+192));}
  volatile long z=_mm512_reduce_add_epi64(s);(void)z;return n/(now()-t)/1e9;}
 int main(int argc,char**argv){long C=atol(argv[1]);PF=atol(argv[2]);LOC=argc>3?atoi(argv[3]):2;MODE=argc>4?atoi(argv[4]):0;EXTRA=getenv("EXTRA")?atoi(getenv("EXTRA")):0;
-  size_t bytes=256ul<<20;long R=bytes/(C*2)/4*4;if(getenv("REUSE")){R=atol(getenv("REUSE"))/(C*2)/4*4;}uint16_t*W;
+  if(getenv("SIDE")){SIDE=atoi(getenv("SIDE"));if(SIDE<1||SIDE>16||(SIDE&(SIDE-1))){fprintf(stderr,"SIDE must be 1, 2, 4, 8 or 16\n");return 2;}}
+  size_t bytes=256ul<<20;long R=bytes/(C*2)/16*16;if(getenv("REUSE")){R=atol(getenv("REUSE"))/(C*2)/16*16;}uint16_t*W;
   if(getenv("FILE")){int fd=open(getenv("FILE"),O_RDONLY);W=mmap(0,R*C*2,PROT_READ,MAP_SHARED,fd,0);if(getenv("POP")){volatile long s=0;for(size_t i=0;i<R*C*2;i+=4096)s+=((char*)W)[i];}}
   else W=big(R*C*2);float*x=malloc(C*4),*y=malloc(R*4);for(long i=0;i<C;i++)x[i]=1;
   char*rb=big(1ul<<30);double best=0,rbest=0;
-  for(int it=0;it<5;it++){double t=now();int reps=getenv("REUSE")?(int)(bytes/(R*C*2)):1;for(int rp=0;rp<reps;rp++)if(MODE==4)mv4(W,x,y,R,C);else if(MODE==3)mv3(W,x,y,R,C);else if(MODE==2)mv2(W,x,y,R,C);else if(MODE)mv1(W,x,y,R,C);else mv(W,x,y,R,C);double g=(double)reps*R*C*2/(now()-t)/1e9;if(g>best)best=g;double rr=roof(rb,1ul<<30);if(rr>rbest)rbest=rr;}
+  for(int it=0;it<5;it++){double t=now();int reps=getenv("REUSE")?(int)(bytes/(R*C*2)):1;for(int rp=0;rp<reps;rp++)if(MODE==5)mv5(W,x,y,R,C);else if(MODE==4)mv4(W,x,y,R,C);else if(MODE==3)mv3(W,x,y,R,C);else if(MODE==2)mv2(W,x,y,R,C);else if(MODE)mv1(W,x,y,R,C);else mv(W,x,y,R,C);double g=(double)reps*R*C*2/(now()-t)/1e9;if(g>best)best=g;double rr=roof(rb,1ul<<30);if(rr>rbest)rbest=rr;}
   double cs=0;for(long i=0;i<R;i++)cs+=y[i];printf("cs=%g ",cs);printf("C=%ld PF=%ld LOC=%d mode=%d: %.1f GB/s roof %.1f ratio %.2f\n",C,PF,LOC,MODE,best,rbest,best/rbest);}

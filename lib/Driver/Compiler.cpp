@@ -440,4 +440,9 @@ bool targetHasBf16Dot(const CompileOptions &options) {
       *detail::createTargetMachine(options.targetCpu, options.targetFeatures));
 }
 
+int64_t targetVectorBits(const CompileOptions &options) {
+  return detail::targetVectorBits(
+      *detail::createTargetMachine(options.targetCpu, options.targetFeatures));
+}
+
 } // namespace hybridgen::driver

@@ -45,8 +45,9 @@ std::string resolveWeightDtype(const std::string &requested, const std::string &
 /// kernel's paced prefetches on every target; 5: K stored transposed in the runner's pool; 6: the
 /// far prefetch of transposed K on every target, decode's matmul rows prefetched on Intel; 7: q/k/v
 /// and gate/up in one parallel loop each, RoPE's angles shared by the heads; 8: the bf16 dot
-/// products on transposed K).
-constexpr int kGeneratorVersion = 8;
+/// products on transposed K; 9: decode's matmuls with wide input rows read 8 (AVX-512) or 4
+/// output rows side by side outside Intel).
+constexpr int kGeneratorVersion = 9;
 
 /// Whether the artifact's kernels read K transposed (see ModelCompileOptions::kTransposed): not
 /// with GPU kernels, which read K row-major.
@@ -116,6 +117,11 @@ double compileModelDir(const std::string &modelDir, const std::string &artifactD
   meta["k_transposed"] = compile.kTransposed;
   // The attention's GPU partial is CUDA kernels (runnable on a device HBM tier by the runner).
   meta["gpu_kernels"] = compile.gpuKernels;
+  // How decode's matrix-vector products walk the weights (docs/models.md, "Matmul prefetch"
+  // and "Wide input rows").
+  const int64_t rowPrefetch = matmulRowPrefetchBytes(resolved);
+  meta["matmul_row_prefetch_bytes"] = rowPrefetch;
+  meta["matmul_side_by_side_rows"] = matmulSideBySideRows(resolved, rowPrefetch);
   meta["compile_seconds"] = seconds;
   meta["config"] = nlohmann::json::parse(text.str());
   meta["functions"] = module.functionArguments;

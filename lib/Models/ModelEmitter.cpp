@@ -6,6 +6,9 @@
 //===----------------------------------------------------------------------===//
 #include "ModelEmitter.h"
 
+#include "hybridgen/Models/ModelModule.h"
+
+#include <algorithm>
 #include <cstdio>
 
 namespace hybridgen::models::detail {
@@ -76,6 +79,7 @@ template <typename F> static std::string joined(int64_t count, F item) {
 struct MatmulPlan {
   const MatmulOut *spec;
   int64_t cols = 1;        // output rows per parallel block
+  bool sideBySide = false; // decode reads the block's rows side by side (MatmulTuning)
   std::string cB, cC;      // blocks; rows per block
   std::string wFlat, cAhead, cLast, cRowAhead;
 };
@@ -87,7 +91,10 @@ struct MatmulPlan {
 /// accumulators (prefill, >= 16 rows): per 16 columns 4 weight and 4 input loads feed 16 FMAs, and
 /// the input rows are read once per block of output rows instead of once per output row. The
 /// remaining rows (all of decode's) take a single-row loop with |unroll| independent
-/// accumulators, bound by the bandwidth of the weights. Needs inCols % 16 == 0.
+/// accumulators, bound by the bandwidth of the weights; where an input row does not fit L1
+/// (MatmulTuning::sideBySideRows), blocks of that many output rows read them side by side
+/// instead, one accumulator each, so that every load of the input feeds all of them. Needs
+/// inCols % 16 == 0.
 ///
 /// Several products of the same input (q, k and v; gate and up) share one parallel loop over
 /// the blocks of all of them, each block picking its matrix by its index: one OpenMP fork/join
@@ -124,14 +131,19 @@ static void emitVectorMatmuls(FunctionWriter &f, const std::string &in, int64_t 
   // Intel Emerald Rapids at 0.59-0.64 of it, 0.88-0.93 with a prefetch 4 KiB ahead into L2
   // (matvec_walk.c mode 2, rows of 576-4096 bf16). So it prefetches where the target asks
   // (rowPrefetchBytes, resolved by buildModelModule from the target CPU; docs/models.md).
-  const int64_t rowAhead = f.rowPrefetchBytes();
+  const int64_t rowAhead = f.tuning().rowPrefetchBytes;
+  // An input row wider than half of a 32 KiB L1 comes from L2 again for every output row of the
+  // row loop: on AMD Zen 4, rows of 6144-14336 bf16 read 0.39-0.49 of the roof one after the
+  // other and 0.78-0.82 eight side by side (matvec_walk.c, docs/models.md "Wide input rows").
+  const int64_t side = inCols > kSideBySideMinCols ? f.tuning().sideBySideRows : 0;
   const int64_t eltBytes = wt == "f32" ? 4 : 2;
   std::vector<MatmulPlan> plans;
   int64_t totalBlocks = 0;
   for (const MatmulOut &spec : specs) {
     MatmulPlan p;
     p.spec = &spec;
-    p.cols = spec.outCols % kOutTile == 0 ? kOutTile : 1;
+    p.sideBySide = side > 1 && spec.outCols % side == 0;
+    p.cols = p.sideBySide ? side : spec.outCols % kOutTile == 0 ? kOutTile : 1;
     p.cB = f.constant(std::to_string(spec.outCols / p.cols), "index");
     p.cC = f.constant(std::to_string(p.cols), "index");
     const int64_t elems = spec.outCols * inCols;
@@ -243,14 +255,19 @@ static void emitVectorMatmuls(FunctionWriter &f, const std::string &in, int64_t 
     // shape, inputs 4096 and 14336 wide, batch 4: 13.3-13.7 -> 24.0-25.7 tokens/s on 1 thread;
     // batch 8: 16.7-17.7 -> 35.8-36.8).
     constexpr int64_t kTileRowsMin = 16, kTileAlwaysCols = 2048;
-    // The 4 x cols tile over the whole block of output rows.
+    // 4 x cols tiles over the whole block of output rows, at most kOutTile of them per tile
+    // (side-by-side blocks hold more).
     auto blockTiles = [&] {
       std::vector<std::string> outs, biases;
       for (int64_t j = 0; j < cols; ++j) {
         outs.push_back("%o" + std::to_string(j));
         biases.push_back(biasOf(outs.back(), std::to_string(j), "      "));
       }
-      tokenTiles(outs, biases);
+      for (int64_t j0 = 0; j0 < cols; j0 += kOutTile) {
+        int64_t j1 = std::min(cols, j0 + kOutTile);
+        tokenTiles({outs.begin() + j0, outs.begin() + j1},
+                   {biases.begin() + j0, biases.begin() + j1});
+      }
     };
     if (cols > 1 && inCols < kTileAlwaysCols) {
       std::string cMin = f.constant(std::to_string(kTileRowsMin), "index");
@@ -264,6 +281,39 @@ static void emitVectorMatmuls(FunctionWriter &f, const std::string &in, int64_t 
       b << "      }\n      }\n";
     } else {
       blockTiles();
+    }
+
+    if (p.sideBySide) {
+      // The remaining rows, the block's output rows side by side: per 16 columns one input
+      // load and |cols| weight loads into one accumulator per output row (named %sb*).
+      b << "      scf.for %m = %nb to " << n << " step " << c1 << " {\n";
+      std::vector<std::string> sideBias;
+      for (int64_t j = 0; j < cols; ++j)
+        sideBias.push_back(biasOf("%o" + std::to_string(j), "s" + std::to_string(j), "        "));
+      auto acc = [](int64_t j) { return "%sb" + std::to_string(j); };
+      b << "        %sbacc:" << cols << " = scf.for %k = " << c0 << " to " << cK << " step " << c16
+        << " iter_args(" << joined(cols, [&](int64_t j) { return acc(j) + " = " + zero; })
+        << ") -> (" << joined(cols, [&](int64_t) { return vf; }) << ") {\n"
+        << "          %sbx = vector.load " << in << "[%m, %k] : " << xType << ", " << vf << "\n";
+      for (int64_t j = 0; j < cols; ++j) {
+        std::string t = std::to_string(j), wname = "%sbw" + t;
+        b << "          " << wname << " = vector.load " << w << "[%o" << t << ", %k] : " << wType
+          << ", " << vw << "\n";
+        std::string wf = widened(wname, "          ");
+        b << "          %sbr" << t << " = vector.fma %sbx, " << wf << ", " << acc(j) << " : " << vf
+          << "\n";
+      }
+      b << "          scf.yield " << joined(cols, [&](int64_t j) { return "%sbr" + std::to_string(j); })
+        << " : " << joined(cols, [&](int64_t) { return vf; }) << "\n        }\n";
+      for (int64_t j = 0; j < cols; ++j) {
+        std::string t = std::to_string(j);
+        b << "        %sbd" << t << " = vector.reduction <add>, %sbacc#" << j << " : " << vf
+          << " into f32\n        %sby" << t << " = arith.addf %sbd" << t << ", " << sideBias[j]
+          << " : f32\n        memref.store %sby" << t << ", " << out << "[%m, %o" << t << "] : "
+          << rowType(outCols) << "\n";
+      }
+      b << "      }\n";
+      return;
     }
 
     // The remaining rows, one output row of the block at a time.

@@ -29,13 +29,21 @@ std::string vecType(int64_t n, const std::string &elt);
 /// The identity map of a row-major [n, cols] buffer inside linalg.generic.
 inline constexpr const char *kRowMaps2 = "affine_map<(i, j) -> (i, j)>";
 
+/// How decode's matrix-vector products walk the weights (resolved for the target by
+/// buildModelModule; see emitVectorMatmuls).
+struct MatmulTuning {
+  /// How far ahead (bytes) the one-row loop prefetches its weights into L2; 0: not at all.
+  int64_t rowPrefetchBytes = 0;
+  /// Output rows read side by side where the input row is wider than kSideBySideMinCols; 0:
+  /// one row after the other.
+  int64_t sideBySideRows = 0;
+};
+
 /// One function's text and its named arguments.
 class FunctionWriter {
 public:
-  /// |rowPrefetchBytes|: how far ahead decode's matrix-vector rows prefetch their weights (0:
-  /// not at all; see emitVectorMatmul).
-  FunctionWriter(std::string name, std::string weightType, int64_t rowPrefetchBytes = 0)
-      : name_(std::move(name)), w_(std::move(weightType)), rowPrefetch_(rowPrefetchBytes) {}
+  FunctionWriter(std::string name, std::string weightType, MatmulTuning tuning = {})
+      : name_(std::move(name)), w_(std::move(weightType)), tuning_(tuning) {}
 
   /// Declares an argument; returns its SSA name.
   std::string arg(const std::string &argName, const std::string &type) {
@@ -48,7 +56,7 @@ public:
   std::string fresh() { return "%v" + std::to_string(counter_++); }
   std::ostringstream &body() { return body_; }
   const std::string &weightType() const { return w_; }
-  int64_t rowPrefetchBytes() const { return rowPrefetch_; }
+  const MatmulTuning &tuning() const { return tuning_; }
   const std::vector<std::string> &argNames() const { return args_; }
 
   /// Converts a scalar of the weight type to f32 inside a linalg body.
@@ -83,7 +91,7 @@ public:
 
 private:
   std::string name_, w_, sig_;
-  int64_t rowPrefetch_ = 0;
+  MatmulTuning tuning_;
   std::vector<std::string> args_;
   std::map<std::string, std::string> types_;
   std::vector<std::string> deallocs_;

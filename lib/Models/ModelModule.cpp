@@ -44,9 +44,9 @@ std::string prefix(const ModelConfig &c) {
 
 /// The token embedding (OPT: project_in to the hidden width when word_embed_proj_dim differs,
 /// then the learned position added) into |x| [n, hidden].
-std::string buildEmbed(const ModelConfig &c, const std::string &wt, int64_t rowPrefetch,
+std::string buildEmbed(const ModelConfig &c, const std::string &wt, const MatmulTuning &tuning,
                        std::vector<std::string> &argNames) {
-  FunctionWriter f("embed", wt, rowPrefetch);
+  FunctionWriter f("embed", wt, tuning);
   int64_t H = c.hidden, E = c.embedDim;
   bool opt = c.family == Family::kOpt, proj = c.projectsEmbeddings();
   std::string posTableT = matType(c.maxPositions + c.positionOffset, H, wt);
@@ -100,9 +100,9 @@ std::string buildEmbed(const ModelConfig &c, const std::string &wt, int64_t rowP
   return f.finish();
 }
 
-std::string buildLayerPre(const ModelConfig &c, const std::string &wt, int64_t rowPrefetch,
+std::string buildLayerPre(const ModelConfig &c, const std::string &wt, const MatmulTuning &tuning,
                           std::vector<std::string> &argNames) {
-  FunctionWriter f("layer_pre", wt, rowPrefetch);
+  FunctionWriter f("layer_pre", wt, tuning);
   LayerNames names = layerNames(c);
   int64_t H = c.hidden, QD = c.qDim(), KD = c.kvDim();
   bool normBias = c.norm == NormKind::kLayer;
@@ -210,9 +210,9 @@ void emitMlpBlock(FunctionWriter &f, const ModelConfig &c, const std::string &x,
 /// layer_decode_<kv> / layer_prefill_<kv>: attention, o-proj + residual, then (pre-LN) the MLP
 /// block.
 std::string buildLayerPost(const ModelConfig &c, const std::string &wt, const std::string &kv,
-                           bool prefill, const ModelCompileOptions &opts, int64_t rowPrefetch,
+                           bool prefill, const ModelCompileOptions &opts, const MatmulTuning &tuning,
                            std::vector<std::string> &argNames) {
-  FunctionWriter f(std::string(prefill ? "layer_prefill_" : "layer_decode_") + kv, wt, rowPrefetch);
+  FunctionWriter f(std::string(prefill ? "layer_prefill_" : "layer_decode_") + kv, wt, tuning);
   LayerNames names = layerNames(c);
   int64_t H = c.hidden, QD = c.qDim(), D = c.headDim;
   std::string qh = std::to_string(c.qHeads), d = std::to_string(D);
@@ -287,9 +287,9 @@ std::string buildLayerPost(const ModelConfig &c, const std::string &wt, const st
 
 /// layer_mlp (post-LN architectures only): the MLP block of one layer, after layer_decode/
 /// layer_prefill has added the attention output to the residual stream.
-std::string buildLayerMlp(const ModelConfig &c, const std::string &wt, int64_t rowPrefetch,
+std::string buildLayerMlp(const ModelConfig &c, const std::string &wt, const MatmulTuning &tuning,
                           std::vector<std::string> &argNames) {
-  FunctionWriter f("layer_mlp", wt, rowPrefetch);
+  FunctionWriter f("layer_mlp", wt, tuning);
   std::string x = f.arg("x", rowType(c.hidden));
   std::string n = dimOf(f, x, rowType(c.hidden), 0);
   emitMlpBlock(f, c, x, n);
@@ -298,9 +298,9 @@ std::string buildLayerMlp(const ModelConfig &c, const std::string &wt, int64_t r
 }
 
 /// The final norm (when the architecture has one), OPT's project_out, and the head.
-std::string buildFinal(const ModelConfig &c, const std::string &wt, int64_t rowPrefetch,
+std::string buildFinal(const ModelConfig &c, const std::string &wt, const MatmulTuning &tuning,
                        std::vector<std::string> &argNames) {
-  FunctionWriter f("final", wt, rowPrefetch);
+  FunctionWriter f("final", wt, tuning);
   int64_t H = c.hidden, E = c.embedDim;
   bool opt = c.family == Family::kOpt, proj = c.projectsEmbeddings();
   std::string normName = opt ? "model.decoder.final_layer_norm" : "model.norm";
@@ -354,6 +354,18 @@ int64_t matmulRowPrefetchBytes(const ModelCompileOptions &options) {
   return generic || amd ? 0 : 4096;
 }
 
+int64_t matmulSideBySideRows(const ModelCompileOptions &options, int64_t rowPrefetchBytes) {
+  int64_t rows = options.matmulSideBySideRows;
+  if (rows != -1 && rows != 0 && rows != 2 && rows != 4 && rows != 8 && rows != 16)
+    throw driver::ArgumentError("matmul side-by-side rows must be -1 (the target's), 0 (off), 2, "
+                                "4, 8 or 16, got " + std::to_string(rows));
+  if (rows >= 0)
+    return rows;
+  if (rowPrefetchBytes > 0)
+    return 0;
+  return driver::targetVectorBits(options.compile) >= 512 ? 8 : 4;
+}
+
 ModelModule buildModelModule(const ModelConfig &c, const ModelCompileOptions &opts) {
   const std::string &wt = opts.weightDtype;
   if (wt != "f32" && wt != "bf16" && wt != "f16")
@@ -376,24 +388,26 @@ ModelModule buildModelModule(const ModelConfig &c, const ModelCompileOptions &op
     os << "]>\n";
   }
   std::vector<std::string> names;
-  const int64_t rowPrefetch = matmulRowPrefetchBytes(opts);
-  os << buildEmbed(c, wt, rowPrefetch, names);
+  MatmulTuning tuning;
+  tuning.rowPrefetchBytes = matmulRowPrefetchBytes(opts);
+  tuning.sideBySideRows = matmulSideBySideRows(opts, tuning.rowPrefetchBytes);
+  os << buildEmbed(c, wt, tuning, names);
   m.functionArguments["embed"] = names;
-  os << buildLayerPre(c, wt, rowPrefetch, names);
+  os << buildLayerPre(c, wt, tuning, names);
   m.functionArguments["layer_pre"] = names;
   for (const std::string &kv : opts.kvDtypes) {
-    os << buildLayerPost(c, wt, kv, false, opts, rowPrefetch, names);
+    os << buildLayerPost(c, wt, kv, false, opts, tuning, names);
     m.functionArguments["layer_decode_" + kv] = names;
     if (opts.prefill) {
-      os << buildLayerPost(c, wt, kv, true, opts, rowPrefetch, names);
+      os << buildLayerPost(c, wt, kv, true, opts, tuning, names);
       m.functionArguments["layer_prefill_" + kv] = names;
     }
   }
   if (!c.layerNormBefore) {
-    os << buildLayerMlp(c, wt, rowPrefetch, names);
+    os << buildLayerMlp(c, wt, tuning, names);
     m.functionArguments["layer_mlp"] = names;
   }
-  os << buildFinal(c, wt, rowPrefetch, names);
+  os << buildFinal(c, wt, tuning, names);
   m.functionArguments["final"] = names;
   os << "}\n";
   m.mlir = os.str();

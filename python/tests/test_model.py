@@ -251,6 +251,55 @@ def test_every_kind_of_matmul_register_tile_matches_the_reference(tmp_path):
     assert rel_err(m.decode(nxt)[0], ref[-1]) <= TOL
 
 
+@pytest.mark.parametrize("side", [0, 2, 4, 8, 16, -1], ids=lambda s: f"side{s}")
+def test_wide_input_rows_read_side_by_side_match_the_reference(tmp_path, side):
+    # down_proj's input 4112 wide (> 4096 f32, more than half an L1): decode reads blocks of
+    # |side| output rows side by side (-1: the target's choice), prefill and batch decode split
+    # such blocks into 4 x 4 token tiles. Bias-free here, so qwen2's q/k/v biases go through the
+    # narrow path; a 2-token batch and a 3-token prompt chunk leave token rows for the row loop.
+    import json
+    import subprocess
+    from pathlib import Path
+    cfg = models.tiny_config("qwen2", intermediate_size=4112)
+    weights = models.write_random_checkpoint(tmp_path / "m", cfg, seed=12)
+    tool = Path(hg.__file__).resolve().parents[2] / "bin" / "hybridgen-compile"
+    art = tmp_path / "art"
+    out = subprocess.run([str(tool), str(tmp_path / "m"), "-o", str(art), "--kv-dtypes=f32",
+                          f"--matmul-side-by-side-rows={side}"],
+                         capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr
+    meta = json.loads((art / "metadata.json").read_text())
+    resolved = meta["matmul_side_by_side_rows"]
+    assert resolved == side if side >= 0 else resolved in (0, 4, 8)
+    text = (art / "model.mlir").read_text()
+    assert (f"%sbacc:{resolved} = scf.for" in text) == (resolved > 1)
+    assert "%sbacc" not in text.split("func.func @layer_pre")[1].split("func.func")[0]
+    m = hg.Model(str(art), max_context=48, weights=str(tmp_path / "m"), prefill_chunk=3,
+                 batch=2)
+    ids = np.stack([prompt(9, cfg["vocab_size"], 5), prompt(9, cfg["vocab_size"], 6)])
+    got = m.prefill(ids, all_logits=True)
+    for b in range(2):
+        assert rel_err(got[b], models.forward(cfg, weights, ids[b])) <= TOL
+    nxt = np.array([5, 7], np.int32)
+    dec = m.decode(nxt)
+    for b in range(2):
+        ref = models.forward(cfg, weights, np.concatenate([ids[b], nxt[b:b + 1]]))
+        assert rel_err(dec[b], ref[-1]) <= TOL
+
+
+def test_matmul_side_by_side_rows_outside_the_choices_is_an_error(tmp_path):
+    import subprocess
+    from pathlib import Path
+    models.write_random_checkpoint(tmp_path / "m", models.tiny_config("llama"), seed=1)
+    tool = Path(hg.__file__).resolve().parents[2] / "bin" / "hybridgen-compile"
+    out = subprocess.run([str(tool), str(tmp_path / "m"), "-o", str(tmp_path / "art"),
+                          "--matmul-side-by-side-rows=3"], capture_output=True, text=True,
+                         timeout=120)
+    assert out.returncode != 0
+    assert "matmul side-by-side rows must be -1 (the target's), 0 (off), 2, 4, 8 or 16, got 3" \
+        in out.stderr
+
+
 def test_hybridgen_run_model_mode_streams_tokens_and_summary(built, tmp_path):
     import subprocess
     from pathlib import Path

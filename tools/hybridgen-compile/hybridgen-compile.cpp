@@ -63,6 +63,12 @@ static cl::opt<int64_t> matmulRowPrefetchBytes(
     cl::desc("Model mode: how far ahead decode's matrix-vector rows prefetch their weights into "
              "L2, bytes (0 = off; -1 = the target's: 4096 on Intel CPUs, else off)"),
     cl::init(-1), cl::cat(compileCategory));
+static cl::opt<int64_t> matmulSideBySideRows(
+    "matmul-side-by-side-rows",
+    cl::desc("Model mode: output rows decode's matrix-vector products read side by side where an "
+             "input row is wider than 4096 f32 (0 = one after the other; -1 = the target's: 0 "
+             "on Intel CPUs, else 8 with AVX-512 and 4 without)"),
+    cl::init(-1), cl::cat(compileCategory));
 static cl::opt<bool> gpuKernels("gpu",
                                 cl::desc("Compile GPU partials to CUDA kernels embedded in the "
                                          "output (hg-hybrid-pipeline; CPU fallback at run time "
@@ -128,6 +134,7 @@ static int compileModel(const hybridgen::driver::CompileOptions &compile) {
   options.dynamicSegments = dynamicSegments;
   options.kTransposed = kTransposed != cl::BOU_FALSE;
   options.matmulRowPrefetchBytes = matmulRowPrefetchBytes;
+  options.matmulSideBySideRows = matmulSideBySideRows;
   options.kvDtypes.clear();
   llvm::SmallVector<llvm::StringRef> parts;
   llvm::StringRef(kvDtypes.getValue()).split(parts, ',', -1, /*KeepEmpty=*/false);

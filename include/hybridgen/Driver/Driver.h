@@ -174,6 +174,10 @@ void compileToSharedLibrary(const std::string &mlirText, const std::string &outP
 /// bf16Dot and bf16DotRounded need; without them both options change nothing.
 bool targetHasBf16Dot(const CompileOptions &options);
 
+/// The widest vector registers (bits: 512 with AVX-512, 256 with AVX2, else 128) of the target of
+/// |options| (targetCpu / targetFeatures, the host's by default).
+int64_t targetVectorBits(const CompileOptions &options);
+
 /// Checks decode-attention buffers (q, k_pool, v_pool, block_table, seq_lens, out) for consistency
 /// before a call: shapes agree, GQA ratio whole, lengths within the pool and the block table,
 /// block ids within the pool. Throws ArgumentError with a clear message.

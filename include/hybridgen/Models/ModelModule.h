@@ -49,8 +49,16 @@ struct ModelCompileOptions {
   /// How far ahead (bytes) decode's matrix-vector rows prefetch their weights into L2: 0 = not
   /// at all, -1 = the target CPU's (matmulRowPrefetchBytes).
   int64_t matmulRowPrefetchBytes = -1;
+  /// How many output rows decode's matrix-vector products read side by side where an input row
+  /// does not fit L1 (more than kSideBySideMinCols columns): 0 = one row after the other, -1 =
+  /// the target's (matmulSideBySideRows).
+  int64_t matmulSideBySideRows = -1;
   driver::CompileOptions compile;
 };
+
+/// Input rows wider than this many f32 (16 KiB) take the side-by-side rows of
+/// matmulSideBySideRows in decode.
+constexpr int64_t kSideBySideMinCols = 4096;
 
 /// The largest matmulRowPrefetchBytes accepted.
 constexpr int64_t kMaxMatmulRowPrefetchBytes = int64_t(1) << 20;
@@ -61,6 +69,16 @@ constexpr int64_t kMaxMatmulRowPrefetchBytes = int64_t(1) << 20;
 /// slower) and generic targets (x86-64-v*: not measured). Throws driver::ArgumentError outside
 /// [-1, kMaxMatmulRowPrefetchBytes].
 int64_t matmulRowPrefetchBytes(const ModelCompileOptions &options);
+
+/// options.matmulSideBySideRows resolved: -1 becomes 0 where the row prefetch applies (Intel:
+/// one prefetched stream measured near the roof there), else 8 on AVX-512 targets and 4 on
+/// narrower ones (16 registers). Why: decode reads one weight row after the other against the
+/// input row x, which comes from L1 only while it fits; wider x (Llama-3-8B's down projection:
+/// 14336 f32, 56 KiB) is read again from L2 for every output row, and on AMD Zen 4 one row at a
+/// time then read 0.39 of the roof, 8 rows side by side (x loaded once per 8 rows) 0.82
+/// (docs/models.md, "Wide input rows"). Throws driver::ArgumentError for other than -1, 0, 2,
+/// 4, 8 or 16.
+int64_t matmulSideBySideRows(const ModelCompileOptions &options, int64_t rowPrefetchBytes);
 
 /// The generated module: MLIR text, and each function's arguments by name. Names are a runtime
 /// buffer ("x", "q", "k_pool", ...), "layer:<suffix>" (tensor model.layers.<i>.<suffix> of the
