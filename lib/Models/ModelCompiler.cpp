@@ -119,9 +119,8 @@ double compileModelDir(const std::string &modelDir, const std::string &artifactD
   meta["gpu_kernels"] = compile.gpuKernels;
   // How decode's matrix-vector products walk the weights (docs/models.md, "Matmul prefetch"
   // and "Wide input rows").
-  const int64_t rowPrefetch = matmulRowPrefetchBytes(resolved);
-  meta["matmul_row_prefetch_bytes"] = rowPrefetch;
-  meta["matmul_side_by_side_rows"] = matmulSideBySideRows(resolved, rowPrefetch);
+  meta["matmul_row_prefetch_bytes"] = module.matmulRowPrefetchBytes;
+  meta["matmul_side_by_side_rows"] = module.matmulSideBySideRows;
   meta["compile_seconds"] = seconds;
   meta["config"] = nlohmann::json::parse(text.str());
   meta["functions"] = module.functionArguments;

@@ -256,7 +256,8 @@ static void emitVectorMatmuls(FunctionWriter &f, const std::string &in, int64_t 
     // batch 8: 16.7-17.7 -> 35.8-36.8).
     constexpr int64_t kTileRowsMin = 16, kTileAlwaysCols = 2048;
     // 4 x cols tiles over the whole block of output rows, at most kOutTile of them per tile
-    // (side-by-side blocks hold more).
+    // (side-by-side blocks hold more). Returns the block's biases (SSA values in scope where
+    // it was called).
     auto blockTiles = [&] {
       std::vector<std::string> outs, biases;
       for (int64_t j = 0; j < cols; ++j) {
@@ -268,7 +269,12 @@ static void emitVectorMatmuls(FunctionWriter &f, const std::string &in, int64_t 
         tokenTiles({outs.begin() + j0, outs.begin() + j1},
                    {biases.begin() + j0, biases.begin() + j1});
       }
+      return biases;
     };
+    // Side-by-side blocks only come with inputs wider than kSideBySideMinCols, so they take the
+    // unconditional blockTiles below, whose biases the side-by-side row loop reuses.
+    static_assert(kSideBySideMinCols >= kTileAlwaysCols);
+    std::vector<std::string> blockBiases;
     if (cols > 1 && inCols < kTileAlwaysCols) {
       std::string cMin = f.constant(std::to_string(kTileRowsMin), "index");
       b << "      %wide = arith.cmpi uge, " << n << ", " << cMin << " : index\n"
@@ -280,16 +286,13 @@ static void emitVectorMatmuls(FunctionWriter &f, const std::string &in, int64_t 
       tokenTiles({"%o"}, {biasOf("%o", "", "      ")});
       b << "      }\n      }\n";
     } else {
-      blockTiles();
+      blockBiases = blockTiles();
     }
 
     if (p.sideBySide) {
       // The remaining rows, the block's output rows side by side: per 16 columns one input
       // load and |cols| weight loads into one accumulator per output row (named %sb*).
       b << "      scf.for %m = %nb to " << n << " step " << c1 << " {\n";
-      std::vector<std::string> sideBias;
-      for (int64_t j = 0; j < cols; ++j)
-        sideBias.push_back(biasOf("%o" + std::to_string(j), "s" + std::to_string(j), "        "));
       auto acc = [](int64_t j) { return "%sb" + std::to_string(j); };
       b << "        %sbacc:" << cols << " = scf.for %k = " << c0 << " to " << cK << " step " << c16
         << " iter_args(" << joined(cols, [&](int64_t j) { return acc(j) + " = " + zero; })
@@ -308,7 +311,7 @@ static void emitVectorMatmuls(FunctionWriter &f, const std::string &in, int64_t 
       for (int64_t j = 0; j < cols; ++j) {
         std::string t = std::to_string(j);
         b << "        %sbd" << t << " = vector.reduction <add>, %sbacc#" << j << " : " << vf
-          << " into f32\n        %sby" << t << " = arith.addf %sbd" << t << ", " << sideBias[j]
+          << " into f32\n        %sby" << t << " = arith.addf %sbd" << t << ", " << blockBiases[j]
           << " : f32\n        memref.store %sby" << t << ", " << out << "[%m, %o" << t << "] : "
           << rowType(outCols) << "\n";
       }

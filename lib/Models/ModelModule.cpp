@@ -411,6 +411,8 @@ ModelModule buildModelModule(const ModelConfig &c, const ModelCompileOptions &op
   m.functionArguments["final"] = names;
   os << "}\n";
   m.mlir = os.str();
+  m.matmulRowPrefetchBytes = tuning.rowPrefetchBytes;
+  m.matmulSideBySideRows = tuning.sideBySideRows;
   return m;
 }
 

@@ -62,8 +62,8 @@ class Model:
     checkpoint file's mapping instead of copying the weights into huge-page memory at load: less
     memory and a faster start, but decode reads the page cache's scattered pages more slowly
     (docs/models.md, "Weight memory"). |bf16_dot_rounded| compiles a model dir with the bf16 KV
-    attention's dot products on values rounded once to bf16, |k_transposed| with K stored row-major when False (see
-    compile_model)."""
+    attention's dot products on values rounded once to bf16, |k_transposed| with K stored
+    row-major when False (see compile_model)."""
 
     def __init__(self, path, *, kv_dtype: Optional[str] = None, threads: Optional[int] = None,
                  policy: str = "feedback", batch: int = 1, max_context: int = 4096,

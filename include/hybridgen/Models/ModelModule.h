@@ -86,6 +86,10 @@ int64_t matmulSideBySideRows(const ModelCompileOptions &options, int64_t rowPref
 struct ModelModule {
   std::string mlir;
   std::map<std::string, std::vector<std::string>> functionArguments;
+  /// The matmul walk the module was generated with, resolved for the target
+  /// (matmulRowPrefetchBytes, matmulSideBySideRows).
+  int64_t matmulRowPrefetchBytes = 0;
+  int64_t matmulSideBySideRows = 0;
 };
 
 /// Throws driver::ArgumentError for options the generator does not support.
