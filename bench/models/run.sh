@@ -7,7 +7,7 @@
 # PEERS=1: afterwards llama.cpp's llama-bench on the same GGUF, threads, contexts and prompts
 # (built outside the tree by `bash scripts/peers.sh ggml`), printed next to hybridgen's numbers
 # and written to bench/results/models_peers.csv.
-# BF16_DOT_ROUNDED=1: compile with --bf16-dot-rounded (p, and q where K is row-major, rounded once
+# BF16_DOT_ROUNDED=1: compile with --bf16-dot-rounded (q and p rounded once
 # to bf16 in the bf16 KV attention, where the CPU has AVX512-BF16); the model names then end in "-dr".
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"

@@ -206,6 +206,9 @@ void checkOptions(const CompileOptions &options) {
   if (options.farPrefetchBytes != mlir::hybridgen::kTargetFarPrefetchBytes)
     checkRange("far_prefetch_bytes", options.farPrefetchBytes,
                mlir::hybridgen::kMaxFarPrefetchBytes, "off; -1: the target's default");
+  if (options.spreadPrefetch < -1 || options.spreadPrefetch > 1)
+    throw CompileError("spread_prefetch must be -1 (the target's default), 0 or 1, got " +
+                       std::to_string(options.spreadPrefetch));
 }
 
 void buildPipeline(OpPassManager &pm, const CompileOptions &options, bool aot) {
@@ -250,6 +253,9 @@ void buildPipeline(OpPassManager &pm, const CompileOptions &options, bool aot) {
                               ? options.farPrefetchBytes
                           : zen4 || options.kTransposed ? mlir::hybridgen::kDefaultFarPrefetchBytes
                                                         : 0;
+  // Spread prefetches: measured on Zen 4 only (docs/cpu-path.md, "Prefetches spread over the
+  // piece"); Emerald Rapids keeps the logits' far prefetch it was tuned with.
+  opts.spreadPrefetch = options.spreadPrefetch == -1 ? zen4 : options.spreadPrefetch == 1;
   opts.aot = aot;
   opts.targetCpu = options.targetCpu;
   opts.targetFeatures = options.targetFeatures;

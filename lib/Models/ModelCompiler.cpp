@@ -46,8 +46,9 @@ std::string resolveWeightDtype(const std::string &requested, const std::string &
 /// far prefetch of transposed K on every target, decode's matmul rows prefetched on Intel; 7: q/k/v
 /// and gate/up in one parallel loop each, RoPE's angles shared by the heads; 8: the bf16 dot
 /// products on transposed K; 9: decode's matmuls with wide input rows read 8 (AVX-512) or 4
-/// output rows side by side outside Intel).
-constexpr int kGeneratorVersion = 9;
+/// output rows side by side outside Intel; 10: transposed K's prefetches spread over the piece on
+/// Zen 4, and with bf16_dot_rounded the logits' dot products on q rounded once).
+constexpr int kGeneratorVersion = 10;
 
 /// Whether the artifact's kernels read K transposed (see ModelCompileOptions::kTransposed): not
 /// with GPU kernels, which read K row-major.

@@ -72,6 +72,10 @@ struct CPUPipelineCLOptions : PassPipelineOptions<CPUPipelineCLOptions> {
       *this, "k-transposed",
       llvm::cl::desc("K pool pieces stored transposed, [head_dim][block_size]"),
       llvm::cl::init(false)};
+  Option<bool> spreadPrefetch{
+      *this, "spread-prefetch",
+      llvm::cl::desc("With k-transposed: far V and next K prefetches in p.V, not the logits"),
+      llvm::cl::init(false)};
   Option<bool> aot{*this, "aot", llvm::cl::desc("Set target CPU and features on every llvm.func"),
                    llvm::cl::init(false)};
   Option<std::string> targetCpu{*this, "target-cpu", llvm::cl::desc("CPU for aot ('host')"),
@@ -97,6 +101,7 @@ void mlir::hybridgen::buildCPUPipeline(OpPassManager &pm, const CPUPipelineOptio
   lowerOpts.bf16Dot = opts.bf16Dot;
   lowerOpts.bf16DotRounded = opts.bf16DotRounded; // implies bf16-dot in the pass
   lowerOpts.kTransposed = opts.kTransposed;
+  lowerOpts.spreadPrefetch = opts.spreadPrefetch;
   pm.addPass(createHGLowerAttentionToCPU(lowerOpts));
   pm.addPass(createHGLowerRuntimeCalls());
   // Dense model ops (lib/Models) that are linalg on memrefs (norms, activations, residuals: small
@@ -159,6 +164,7 @@ void mlir::hybridgen::registerPipelines() {
         opts.bf16Dot = cl.bf16Dot;
         opts.bf16DotRounded = cl.bf16DotRounded;
         opts.kTransposed = cl.kTransposed;
+        opts.spreadPrefetch = cl.spreadPrefetch;
         opts.aot = cl.aot;
         opts.targetCpu = cl.targetCpu;
         opts.targetFeatures = cl.targetFeatures;

@@ -25,20 +25,24 @@ def test_dense_matches_reference(rng, dtype, heads):
     np.testing.assert_allclose(out, hg.reference_attention(q, k, v, table, lens), **tolerance(dtype))
 
 
+@pytest.mark.parametrize("spread", [0, 1], ids=["logits-prefetch", "spread-prefetch"])
 @pytest.mark.parametrize("dtype", ["f32", "f16", "bf16"])
 @pytest.mark.parametrize("case", [(9, 3, 64, 16, 17), (8, 2, 128, 32, 0), (16, 2, 80, 16, 1000),
                                   (4, 4, 32, 8, 33)], ids=["g3", "g4-bs32", "g8-d80", "mha-bs8"])
-def test_k_transposed_matches_reference(rng, dtype, case):
+def test_k_transposed_matches_reference(rng, dtype, case, spread):
     """k_transposed: K pieces stored [head_dim][block_size] (hg.transpose_k_pieces), the logits
     column by column. Partial blocks at both ends of a split, an empty sequence, NaN past each
-    sequence's end (16-bit KV) and block sizes other than the register tile."""
+    sequence's end (16-bit KV) and block sizes other than the register tile; the far prefetch
+    on, its prefetches in the logits or spread over the piece (spread_prefetch, which applies to
+    pieces of 4 KiB and more: g4-bs32, and f32 of g3 and g8-d80)."""
     qh, kvh, d, bs, split = case
     q, k, v, table, lens = make_case(rng, lens=[37, 1, 100, 16, 0], q_heads=qh, kv_heads=kvh,
                                      head_dim=d, block_size=bs, dtype=dtype)
     if dtype != "f32":
         poison_tails(k, v, table, lens, bs)
     attn = compile_for(dtype, q_heads=qh, kv_heads=kvh, head_dim=d, block_size=bs, split=split,
-                       options={"k_transposed": True})
+                       options={"k_transposed": True, "far_prefetch_bytes": 8192,
+                                "spread_prefetch": spread})
     out = attn(q, hg.transpose_k_pieces(k), v, table, lens)
     assert np.isfinite(out).all()
     np.testing.assert_allclose(out, hg.reference_attention(q, k, v, table, lens), **tolerance(dtype))
@@ -49,20 +53,25 @@ def test_k_transposed_matches_reference(rng, dtype, case):
 @pytest.mark.parametrize("heads,bs", [((8, 2), 16), ((9, 3), 16), ((16, 2), 32)],
                          ids=["g4", "g3", "g8-bs32"])
 @pytest.mark.parametrize("split", [0, 17, 33, 1000], ids=lambda s: f"split{s}")
-def test_k_transposed_with_bf16_dot_products(rng, heads, bs, split):
-    """k_transposed with bf16_dot / bf16_dot_rounded: the logits stay f32 FMAs on transposed K,
-    p.V takes vdpbf16ps where the CPU has AVX512-BF16. As (hi, lo) halves p.V matches the f32
-    path to f32 rounding; rounded once it stays within the bf16-KV bound of the float64
-    reference and differs from the f32 path by more than f32 rounding there (the option is not
-    silently ignored). Odd splits start and end partial pairs of rows; NaN past each sequence's
-    end must not leak through p = 0."""
+@pytest.mark.parametrize("spread", [0, 1], ids=["logits-prefetch", "spread-prefetch"])
+def test_k_transposed_with_bf16_dot_products(rng, heads, bs, split, spread):
+    """k_transposed with bf16_dot / bf16_dot_rounded, where the CPU has AVX512-BF16: as (hi, lo)
+    halves the logits stay f32 FMAs on transposed K and p.V takes vdpbf16ps, matching the f32
+    path to f32 rounding; rounded once, q and p enter the dot products rounded to bf16 (the
+    logits pair K's columns in registers; at bs 32 two registers of rows per column pair), and
+    the result stays within the bf16-KV bound of the float64 reference and differs from the f32
+    path by more than f32 rounding (the option is not silently ignored). Odd splits start and end
+    partial pairs of rows; NaN past each sequence's end must not leak through p = 0; the far
+    prefetch's placement (spread_prefetch) changes no result."""
     qh, kvh = heads
     q, k, v, table, lens = make_case(rng, lens=[37, 1, 100, 16, 0], q_heads=qh, kv_heads=kvh,
                                      head_dim=64, block_size=bs, dtype="bf16")
     poison_tails(k, v, table, lens, bs)
     kt = hg.transpose_k_pieces(k)
     kw = dict(q_heads=qh, kv_heads=kvh, head_dim=64, block_size=bs, split=split)
-    run = lambda **o: compile_for("bf16", options={"amx": False, "k_transposed": True, **o},
+    run = lambda **o: compile_for("bf16", options={"amx": False, "k_transposed": True,
+                                                   "far_prefetch_bytes": 8192,
+                                                   "spread_prefetch": spread, **o},
                                   **kw)(q, kt, v, table, lens)
     fma, dot, rnd = run(), run(bf16_dot=True), run(bf16_dot_rounded=True)
     ref = hg.reference_attention(q, k, v, table, lens)

@@ -68,6 +68,13 @@ def test_far_prefetch_bytes_out_of_range(nbytes):
 
 
 @requires_jit
+@pytest.mark.parametrize("value", [-2, 2, 2**40])
+def test_spread_prefetch_out_of_range(value):
+    with pytest.raises(hg.CompileError, match=r"spread_prefetch must be -1 .*, 0 or 1, got"):
+        hg.compile(RAW, {"spread_prefetch": value})
+
+
+@requires_jit
 @pytest.mark.parametrize("field,value", [("q_heads", 2**64), ("split_point", -2**70),
                                          ("block_size", "16"), ("window", 1.5)])
 def test_out_of_range_spec_integers_are_argument_errors(field, value):

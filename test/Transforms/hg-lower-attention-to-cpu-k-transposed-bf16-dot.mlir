@@ -2,18 +2,28 @@
 // RUN: hybridgen-opt %s -hg-lower-attention-to-cpu="k-transposed=true bf16-dot=true" | FileCheck %s --check-prefix=HALVES
 // RUN: hybridgen-opt %s -hg-cpu-pipeline="k-transposed=true bf16-dot-rounded=true aot=true target-cpu=znver4" | FileCheck %s --check-prefix=LLVM
 
-// K transposed with the bf16 dot products: the logits stay f32 FMAs of one widened column of
-// the block's 16 rows against q as f32 (q is not rounded: a memref<32x128xf32> on the stack, no
-// bf16 copy of it), and only p.V takes vdpbf16ps: p rounded once to bf16 and stored as i32
-// pairs of rows, two V rows unpacked into pairs, one dot product per pair and accumulator. The
-// kernel is named _dr_kt. With the (hi, lo) halves (bf16-dot) p is split in two, q still f32.
-// CHECK-LABEL: func.func private @__hg_cpu_dense_bf16_q32_kv8_b16_d128_{{[a-z0-9_]*}}_dr_kt(
+// K transposed with the bf16 dot products, rounded once (bf16-dot-rounded): q is scaled, rounded
+// to bf16 and kept as i32 pairs of columns (memref<32x64xi32>, no f32 copy); the logits load two
+// columns of the block's 16 rows, interleave them into (column 2j, column 2j+1) pairs and take
+// one vdpbf16ps per head against q's broadcast pair, with no widening and no f32 FMA; p.V takes
+// vdpbf16ps too: p rounded once to bf16 and stored as i32 pairs of rows, two V rows unpacked into
+// pairs. The kernel is named _drq_kt. With the (hi, lo) halves (bf16-dot) the logits stay f32
+// FMAs on q as f32 and only p.V takes the dot products, p split in two.
+// CHECK-LABEL: func.func private @__hg_cpu_dense_bf16_q32_kv8_b16_d128_{{[a-z0-9_]*}}_drq_kt(
 // CHECK: memref.reinterpret_cast %{{.*}} to offset: [0], sizes: [%{{.*}}, 8, 128, 16]
-// CHECK: memref.alloca() {alignment = 64 : i64} : memref<32x128xf32>
+// CHECK: memref.alloca() {alignment = 64 : i64} : memref<32x64xi32>
 // CHECK: memref.alloca() {alignment = 64 : i64} : memref<1x4x8xi32>
+// CHECK: %[[Q:.*]] = arith.truncf %{{.*}} : vector<32xf32> to vector<32xbf16>
+// CHECK: vector.bitcast %[[Q]] : vector<32xbf16> to vector<16xi32>
 // CHECK: scf.for %{{.*}} = %{{.*}} to %c128 step %c8
-// CHECK: %[[COL:.*]] = arith.extf %{{.*}} : vector<16xbf16> to vector<16xf32>
-// CHECK: vector.fma %{{.*}}, %[[COL]], %{{.*}} : vector<16xf32>
+// CHECK-NOT: arith.extf
+// CHECK-NOT: vector.fma
+// CHECK: %[[QB:.*]] = vector.broadcast %{{.*}} : i32 to vector<16xi32>
+// CHECK: %[[QP:.*]] = vector.bitcast %[[QB]] : vector<16xi32> to vector<32xbf16>
+// CHECK: %[[EVEN:.*]] = vector.load %{{.*}} : memref<?x8x128x16xbf16>, vector<16xbf16>
+// CHECK: %[[ODD:.*]] = vector.load %{{.*}} : memref<?x8x128x16xbf16>, vector<16xbf16>
+// CHECK: %[[KP:.*]] = vector.shuffle %[[EVEN]], %[[ODD]] [0, 16, 1, 17, 2, 18, {{.*}}, 15, 31] : vector<16xbf16>, vector<16xbf16>
+// CHECK: x86vector.avx512.dot %{{.*}}, %[[KP]], %[[QP]] : vector<32xbf16> -> vector<16xf32>
 // CHECK: %[[P:.*]] = arith.truncf %{{.*}} : vector<16xf32> to vector<16xbf16>
 // CHECK: vector.bitcast %[[P]] : vector<16xbf16> to vector<8xi32>
 // CHECK-NOT: arith.extf
@@ -26,9 +36,10 @@
 // HALVES-LABEL: func.func private @__hg_cpu_dense_bf16_q32_kv8_b16_d128_{{[a-z0-9_]*}}_dp_kt(
 // HALVES: memref.alloca() {alignment = 64 : i64} : memref<32x128xf32>
 // HALVES: memref.alloca() {alignment = 64 : i64} : memref<2x4x8xi32>
+// HALVES: arith.extf %{{.*}} : vector<16xbf16> to vector<16xf32>
 // HALVES: vector.fma
 // HALVES: x86vector.avx512.dot
-// LLVM: llvm.func @__hg_cpu_dense_bf16{{.*}}_dr_kt
+// LLVM: llvm.func @__hg_cpu_dense_bf16{{.*}}_drq_kt
 // LLVM-SAME: target_cpu = "znver4"
 // LLVM: llvm.call_intrinsic "llvm.x86.avx512bf16.dpbf16ps.512"
 func.func @kt_bf16_dot(%q: memref<1x32x128xf32>, %k: memref<64x8x16x128xbf16>,

@@ -58,6 +58,12 @@ struct CompileOptions {
   /// -1, the default: 8192 with kTransposed (that kernel has no other software prefetch of K) or
   /// on AMD Zen 4 with AVX-512, where it measured faster; else 0 (resolved in buildPipeline).
   int64_t farPrefetchBytes = -1;
+  /// With kTransposed and the far prefetch: spread the dense kernel's prefetches over the whole
+  /// piece (far V rows and the next piece's K asked for in p.V, not all in the logits). -1, the
+  /// default: on for AMD Zen 4 with AVX-512, where Llama-3-8B's shape read 20-45% more of the
+  /// roof with it on one thread, off elsewhere (not measured there); 0 off, 1 on
+  /// (docs/cpu-path.md, "Prefetches spread over the piece").
+  int64_t spreadPrefetch = -1;
   /// Vector width the CPU kernels' register tiles are sized for: 0 = the target's widest (512
   /// with AVX-512, 256 with AVX2, else 128); 256 or 128 narrower on purpose (must not exceed it).
   int64_t vectorBits = 0;
@@ -70,8 +76,8 @@ struct CompileOptions {
   /// dot products, relative error ~1e-3 instead of ~4e-6, the precision of a bf16 model's
   /// attention in PyTorch. Off by default; on AMD Zen 4 decode attention read 12-28% more of
   /// the memory roof with it on one thread at batch 1 (docs/cpu-path.md, "bf16 dot products
-  /// with q and p rounded once"). With kTransposed only p.V takes the dot products (the logits
-  /// stay f32 FMAs on an unrounded q), so only p is rounded.
+  /// with q and p rounded once"). With kTransposed the logits take them too, on K's columns
+  /// paired in registers (head dims that are a multiple of 8).
   bool bf16DotRounded = false;
   /// The K pools the compiled code reads hold each (block, kv head) piece transposed,
   /// [head_dim][block_size] instead of [block_size][head_dim] (V unchanged; the runtime's

@@ -79,6 +79,10 @@ def HGLowerAttentionToCPU : Pass<"hg-lower-attention-to-cpu", "::mlir::ModuleOp"
            "The K pools hold each (block, kv head) piece transposed, [head_dim][block_size] "
            "(V stays row-major): the dense kernel computes the logits column by column, without "
            "sum trees. The sparse kernel and the GPU lowering do not support it">,
+    Option<"spreadPrefetch", "spread-prefetch", "bool", /*default=*/"false",
+           "With k-transposed and the far prefetch: ask for the far V rows in p.V and for the "
+           "next piece's K rows into L1 there, instead of all in the logits (the driver turns it "
+           "on for znver4)">,
   ];
   let dependentDialects = [
     "::mlir::amx::AMXDialect", "::mlir::arith::ArithDialect", "::mlir::func::FuncDialect",

@@ -50,6 +50,9 @@ struct CPUPipelineOptions {
   /// K pool pieces stored transposed, [head_dim][block_size] (hg-lower-attention-to-cpu's
   /// k-transposed).
   bool kTransposed = false;
+  /// With kTransposed: the dense kernel's prefetches spread over the whole piece
+  /// (hg-lower-attention-to-cpu's spread-prefetch; the driver turns it on for znver4).
+  bool spreadPrefetch = false;
   /// Ahead-of-time code: name the CPU and its features on every llvm.func.
   bool aot = false;
   /// With aot: the CPU ("host" = this machine) and a feature list (empty = the CPU's).

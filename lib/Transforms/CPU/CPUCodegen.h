@@ -58,6 +58,9 @@ struct KernelConfig {
   /// FMAs of one column of the block's rows against a broadcast q element, with no sum trees
   /// (logitsTransposed; docs/cpu-path.md, "K transposed per block").
   bool kTransposed = false;
+  /// The target wants the transposed kernel's prefetches spread over the whole piece: see
+  /// spreadPrefetch (the function) for where it applies.
+  bool spreadPrefetch = false;
 
   int64_t group() const { return qHeads / kvHeads; }
   /// f32 lanes of one vector register, and the number of vector registers.
@@ -251,6 +254,23 @@ int64_t transposedRowTile(const KernelConfig &c);
 /// How many bf16 halves of q and p the dot-product kernel takes: 2 (hi, lo), or 1 (rounded once).
 int64_t bf16DotHalves(const KernelConfig &c);
 
+/// Whether the transposed kernel (kTransposed, far prefetch on) spreads its prefetches over the
+/// whole piece instead of issuing them all in the logits: the far V rows are asked for in p.V
+/// (the far K rows stay in the logits), and p.V asks for the next piece's K rows into L1 as the
+/// row-major kernel does. On AMD Zen 4 the logits' burst (K and V of the far piece, V of this
+/// one) kept the core waiting on its miss buffers while p.V's memory stood idle: Llama-3-8B's
+/// shape read 0.49-0.57 -> 0.61-0.71 of the roof exact, 0.56 -> 0.72-0.80 with bf16 dot
+/// products (64K tokens, one thread). Pieces of 4 KiB and more, or the dot-product logits: the
+/// exact kernels of SmolLM2's 2 KiB pieces read ~4% less with it (docs/cpu-path.md, "Prefetches
+/// spread over the piece").
+bool spreadPrefetch(const KernelConfig &c);
+
+/// Whether the transposed logits (kTransposed) take bf16 dot products too: with bf16DotRounded,
+/// q rounded once to bf16 and K's columns (2j, 2j+1) interleaved in registers into the pairs
+/// vdpbf16ps multiplies, half the instructions of the widened f32 FMAs. Without it the
+/// transposed logits stay f32 FMAs on an unrounded q and only p.V takes dot products.
+bool bf16DotLogits(const KernelConfig &c);
+
 /// Emits one block's logits, online-softmax update and V accumulation for the |gs| heads of one
 /// kv-head unit; the unit's scaled q, accumulators and statistics live on the stack, at index
 /// |unit|, between blocks.
@@ -264,7 +284,9 @@ struct DenseBlock {
   Value acc;    // memref<units x gs x head_dim x f32>: unnormalized outputs
   Value qs;     // memref<q_heads x head_dim x f32>: q scaled, as slices (see the dense kernel)
                 // with bf16DotApplies: memref<q_heads x halves x head_dim x bf16>, q scaled as
-                // (hi, lo) bf16 halves (bf16DotHalves: hi only when rounded) in natural order
+                // (hi, lo) bf16 halves (bf16DotHalves: hi only when rounded) in natural order;
+                // with bf16DotLogits: memref<q_heads x head_dim/2 x i32>, q scaled and rounded
+                // to bf16, as pairs of columns (2j, 2j+1), the operands the logits broadcast
   Value probs;  // with bf16DotApplies: memref<halves x gs x block_size/2 x i32>, the
                 // probabilities' bf16 halves as pairs of rows (2r, 2r+1), the operands p.V
                 // broadcasts

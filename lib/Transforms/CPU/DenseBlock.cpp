@@ -121,6 +121,17 @@ bool cpu::bf16DotApplies(const KernelConfig &c) {
 
 int64_t cpu::bf16DotHalves(const KernelConfig &c) { return c.bf16DotRounded ? 1 : 2; }
 
+bool cpu::spreadPrefetch(const KernelConfig &c) {
+  int64_t pieceBytes = c.blockSize * c.headDim * (c.kvType.getIntOrFloatBitWidth() / 8);
+  return c.spreadPrefetch && c.kTransposed && c.farPieces() > 0 && treeRows(c) > 0 &&
+         (pieceBytes >= 4096 || bf16DotLogits(c));
+}
+
+bool cpu::bf16DotLogits(const KernelConfig &c) {
+  return c.kTransposed && bf16DotApplies(c) && c.bf16DotRounded &&
+         transposedRowTile(c) % c.lanes() == 0 && c.headDim % 8 == 0;
+}
+
 bool cpu::interleavedFma(const KernelConfig &c) {
   return !bf16DotApplies(c) && !c.kTransposed && !c.kvType.isF32() && c.topK == 0 &&
          c.targetRegs() == 32 && c.vectorBits < c.targetVectorBits && c.dotWidth() == c.lanes() &&
@@ -378,6 +389,10 @@ int64_t cpu::transposedRowTile(const KernelConfig &c) {
 
 void DenseBlock::logitsTransposed(Value pb, Value kvh) {
   int64_t gs = c.subGroup(), bs = c.blockSize, hd = c.headDim, tile = transposedRowTile(c);
+  // With bf16DotLogits each accumulator is one register of |lanes| rows (vdpbf16ps's f32 lanes),
+  // |subs| of them per tile; the f32 FMAs take the tile as one vector.
+  bool dot = bf16DotLogits(c), spread = spreadPrefetch(c);
+  int64_t l = c.lanes(), subs = dot ? tile / l : 1, width = dot ? l : tile;
   // Two chains per head halve the FMA latency each waits on; 2 x 4 heads x 2 registers per tile
   // is half the 32 registers of AVX-512 (on 16-register targets: 2 heads).
   int64_t chains = gs * 2 * 2 <= c.vectorRegs() / 2 ? 2 : 1;
@@ -387,8 +402,14 @@ void DenseBlock::logitsTransposed(Value pb, Value kvh) {
   int64_t unroll = hd % 8 == 0 ? 8 : 4;
   // The block's V rows are prefetched as the columns go: |perStep| rows per iteration.
   int64_t perStep = std::max<int64_t>(1, (unroll * bs + hd - 1) / hd);
+  // Interleaves two columns' |l| rows into the (column 2j, column 2j+1) pairs of each row.
+  SmallVector<int64_t> interleave;
+  for (int64_t i = 0; i < l; ++i)
+    interleave.append({i, l + i});
+  auto colType = VectorType::get({l}, c.kvType);
+  auto pairType = VectorType::get({2 * l}, c.kvType);
   for (int64_t rt = 0; rt < bs; rt += tile) {
-    SmallVector<Value> zeros(gs * chains, e.splat(e.cf(0.0f), tile));
+    SmallVector<Value> zeros(gs * chains * subs, e.splat(e.cf(0.0f), width));
     SmallVector<Value> acc = e.loop(e.idx(0), e.idx(hd), e.idx(unroll), zeros,
                                     [&](Value c0, ValueRange carried) {
       SmallVector<Value> a(carried);
@@ -399,9 +420,34 @@ void DenseBlock::logitsTransposed(Value pb, Value kvh) {
           prefetchRow(v, pb, kvh, r, /*locality=*/2);
           if (pbFar) {
             prefetchRow(k, pbFar, kvhFar, r, /*locality=*/2);
-            prefetchRow(v, pbFar, kvhFar, r, /*locality=*/2);
+            if (!spread) // else p.V asks for the far V rows
+              prefetchRow(v, pbFar, kvhFar, r, /*locality=*/2);
           }
         }
+      }
+      if (dot) {
+        for (int64_t u = 0; u < unroll; u += 2) {
+          Value col = e.addi(c0, e.idx(u)), colOdd = e.addi(col, e.idx(1));
+          Value pairIndex = e.divi(col, e.idx(2));
+          SmallVector<Value> qp;
+          for (int64_t g = 0; g < gs; ++g) {
+            // One i32 of two bf16 q elements, broadcast: vpbroadcastd from memory.
+            Value h = e.addi(e.muli(unit, e.idx(gs)), e.idx(g));
+            Value pair = memref::LoadOp::create(e.b, qs, ValueRange{h, pairIndex});
+            qp.push_back(vector::BitCastOp::create(e.b, pairType, e.splat(pair, l)));
+          }
+          for (int64_t sub = 0; sub < subs; ++sub) {
+            Value row = e.idx(rt + sub * l);
+            Value even = vector::LoadOp::create(e.b, colType, kT, ValueRange{pb, kvh, col, row});
+            Value odd = vector::LoadOp::create(e.b, colType, kT, ValueRange{pb, kvh, colOdd, row});
+            Value kp = vector::ShuffleOp::create(e.b, even, odd, interleave);
+            for (int64_t g = 0; g < gs; ++g) {
+              Value &x = a[(g * chains + (u / 2) % chains) * subs + sub];
+              x = x86vector::DotBF16Op::create(e.b, x, kp, qp[g]);
+            }
+          }
+        }
+        return a;
       }
       for (int64_t u = 0; u < unroll; ++u) {
         Value col = e.addi(c0, e.idx(u));
@@ -415,12 +461,13 @@ void DenseBlock::logitsTransposed(Value pb, Value kvh) {
       }
       return a;
     });
-    for (int64_t g = 0; g < gs; ++g) {
-      Value sum = acc[g * chains];
-      for (int64_t ch = 1; ch < chains; ++ch)
-        sum = e.addf(sum, acc[g * chains + ch]);
-      vector::StoreOp::create(e.b, sum, scores, ValueRange{e.idx(g), e.idx(rt)});
-    }
+    for (int64_t g = 0; g < gs; ++g)
+      for (int64_t sub = 0; sub < subs; ++sub) {
+        Value sum = acc[g * chains * subs + sub];
+        for (int64_t ch = 1; ch < chains; ++ch)
+          sum = e.addf(sum, acc[(g * chains + ch) * subs + sub]);
+        vector::StoreOp::create(e.b, sum, scores, ValueRange{e.idx(g), e.idx(rt + sub * width)});
+      }
   }
 }
 
@@ -453,6 +500,8 @@ void DenseBlock::accumulateV(Value pb, Value kvh, Value lb, Value ub, int64_t un
         Value r = e.addi(r0, e.idx(u));
         if (t == 0 && pbNext)
           prefetchRow(k, pbNext, kvhNext, r, /*locality=*/3);
+        if (t == 0 && pbFar && spreadPrefetch(c))
+          prefetchRow(v, pbFar, kvhFar, r, /*locality=*/2);
         SmallVector<Value> vs = loadSlices(v, pb, kvh, r, col, tw);
         for (int64_t g = 0; g < gs; ++g) {
           // A scalar load splat from memory becomes one broadcast load.
@@ -499,6 +548,10 @@ void DenseBlock::accumulateVDot(Value pb, Value kvh, Value lb, Value ub, int64_t
         if (t == 0 && pbNext) {
           prefetchRow(k, pbNext, kvhNext, rEven, /*locality=*/3);
           prefetchRow(k, pbNext, kvhNext, rOdd, /*locality=*/3);
+        }
+        if (t == 0 && pbFar && spreadPrefetch(c)) {
+          prefetchRow(v, pbFar, kvhFar, rEven, /*locality=*/2);
+          prefetchRow(v, pbFar, kvhFar, rOdd, /*locality=*/2);
         }
         SmallVector<Value> vs; // np pieces: (lo, hi) per 2w columns
         for (int64_t j = 0; j < tw; j += 2 * w) {
@@ -600,7 +653,8 @@ void DenseBlock::block(Value s, Value kvh, Value blk, Value t0, Value t1, Value 
   // With K transposed the next piece's K is not asked for: into L1 (below) it cost 2-16% of the
   // bf16 kernel's DRAM rate at SmolLM2's shape and gained ~12% at Llama-3-8B's (AMD Zen 4, 64K
   // tokens, one thread, far prefetch on; docs/cpu-path.md, "K transposed per block").
-  Value nextK = treeRows(c) && !c.kTransposed ? pbNext : Value();
+  // With spreadPrefetch the transposed kernel asks for it again, and for the far V rows in p.V.
+  Value nextK = treeRows(c) && (!c.kTransposed || spreadPrefetch(c)) ? pbNext : Value();
   if (c.kTransposed) {
     logitsTransposed(pb, kvh);
   } else if (treeRows(c)) {

@@ -53,7 +53,9 @@ std::string KernelConfig::mangle() const {
          (vectorBits == 512 ? "" : "_v" + std::to_string(vectorBits)) +
          (farPrefetchBytes == 0 ? "" : "_f" + std::to_string(farPrefetchBytes)) +
          (bf16DotApplies(*this) ? (bf16DotRounded ? "_dr" : "_dp") : "") +
-         (interleavedFma(*this) ? "_il" : "") + (kTransposed ? "_kt" : "");
+         (bf16DotLogits(*this) ? "q" : "") +
+         (interleavedFma(*this) ? "_il" : "") + (kTransposed ? "_kt" : "") +
+         (cpu::spreadPrefetch(*this) ? "_sp" : "");
 }
 
 Value cpu::transposedKView(ImplicitLocOpBuilder &b, Value k) {
@@ -185,11 +187,16 @@ func::FuncOp cpu::buildDenseKernel(ModuleOp module, StringRef name, const Kernel
     // column j * w), in the (even, odd) order of bf16Pairs where it applies.
     bool dot = bf16DotApplies(c);
     int64_t halves = bf16DotHalves(c);
-    bool qDot = dot && !c.kTransposed; // the transposed logits take q as f32
+    // The transposed logits take q as f32, or (bf16DotLogits) as i32 pairs of rounded columns.
+    bool qPairs = bf16DotLogits(c);
+    bool qDot = dot && (!c.kTransposed || qPairs);
     body.qs =
-        qDot ? memref::AllocaOp::create(b, MemRefType::get({c.qHeads, halves, d}, c.kvType),
-                                        e.stackAlign())
-             : memref::AllocaOp::create(b, MemRefType::get({c.qHeads, d}, e.f32()), e.stackAlign());
+        qPairs ? memref::AllocaOp::create(b, MemRefType::get({c.qHeads, d / 2}, b.getI32Type()),
+                                          e.stackAlign())
+        : qDot ? memref::AllocaOp::create(b, MemRefType::get({c.qHeads, halves, d}, c.kvType),
+                                          e.stackAlign())
+               : memref::AllocaOp::create(b, MemRefType::get({c.qHeads, d}, e.f32()),
+                                          e.stackAlign());
     if (dot)
       body.probs =
           memref::AllocaOp::create(b, MemRefType::get({halves, gs, bs / 2}, b.getI32Type()),
@@ -218,6 +225,12 @@ func::FuncOp cpu::buildDenseKernel(ModuleOp module, StringRef name, const Kernel
             Value q32 = e.mulf(vector::LoadOp::create(b, rowType, q, ValueRange{s, h, e.idx(j)}),
                                scale2W);
             Value hi = arith::TruncFOp::create(b, halfType, q32);
+            if (qPairs) {
+              vector::StoreOp::create(
+                  b, vector::BitCastOp::create(b, VectorType::get({w}, b.getI32Type()), hi),
+                  body.qs, ValueRange{h, e.idx(j / 2)});
+              continue;
+            }
             vector::StoreOp::create(b, hi, body.qs, ValueRange{h, e.idx(0), e.idx(j)});
             if (halves == 2) {
               Value lo = arith::TruncFOp::create(
