@@ -34,9 +34,9 @@ def compile_model(model_dir: str, artifact_dir: str = "", *, weight_dtype: str =
     """Compiles |model_dir| (config.json + safetensors) into an artifact dir and returns its path;
     an up-to-date artifact is reused unless |force|. |weight_dtype| "auto" compiles for the
     checkpoint's own element type (bf16 weights stay bf16: the same values, half the bytes).
-    |bf16_dot_rounded|: the bf16 KV attention's p.V takes p rounded once to bf16 (and its logits q,
-    where K is row-major) in AVX512-BF16 dot products where the CPU has them (faster; relative
-    error ~1e-3, as a bf16 model's attention; docs/models.md).
+    |bf16_dot_rounded|: the bf16 KV attention's logits and p.V take q and p rounded once to bf16
+    in AVX512-BF16 dot products where the CPU has them (faster; relative error ~2e-3, as a bf16
+    model's attention; docs/models.md).
     |k_transposed|: the runner's KV pool stores K pieces transposed, as the kernels then read
     them (exact arithmetic, faster decode attention on the CPU; docs/models.md)."""
     try:

@@ -45,7 +45,7 @@ static cl::opt<bool> useBf16Dot("bf16-dot",
                                 cl::init(false), cl::cat(compileCategory));
 static cl::opt<bool> useBf16DotRounded(
     "bf16-dot-rounded",
-    cl::desc("As --bf16-dot, with p (and q where K is row-major) rounded once to bf16: faster, "
+    cl::desc("As --bf16-dot, with q and p rounded once to bf16: faster, "
              "relative error ~1e-3 (the precision of a bf16 model's attention)"),
     cl::init(false), cl::cat(compileCategory));
 static cl::opt<int64_t> chunkTokens("chunk-tokens",
@@ -58,6 +58,12 @@ static cl::opt<int64_t> farPrefetchBytes(
              "stream (0 = off; -1 = the target's: 8192 with K transposed or on znver4 with "
              "AVX-512, else off)"),
     cl::init(hybridgen::driver::CompileOptions().farPrefetchBytes), cl::cat(compileCategory));
+static cl::opt<int64_t> spreadPrefetch(
+    "spread-prefetch",
+    cl::desc("With K transposed and the far prefetch: issue the far V and next-piece K prefetches "
+             "from p.V instead of the logits (0 = off, 1 = on; -1 = the target's: on for znver4 "
+             "with AVX-512)"),
+    cl::init(hybridgen::driver::CompileOptions().spreadPrefetch), cl::cat(compileCategory));
 static cl::opt<int64_t> matmulRowPrefetchBytes(
     "matmul-row-prefetch-bytes",
     cl::desc("Model mode: how far ahead decode's matrix-vector rows prefetch their weights into "
@@ -162,6 +168,7 @@ int main(int argc, char **argv) {
   options.targetFeatures = targetFeatures;
   options.chunkTokens = chunkTokens;
   options.farPrefetchBytes = farPrefetchBytes;
+  options.spreadPrefetch = spreadPrefetch;
   options.amx = useAmx;
   options.bf16Dot = useBf16Dot;
   options.bf16DotRounded = useBf16DotRounded;
