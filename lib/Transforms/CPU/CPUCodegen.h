@@ -73,9 +73,10 @@ struct KernelConfig {
   int64_t farPieces() const {
     if (farPrefetchBytes <= 0)
       return 0;
-    int64_t piece = blockSize * headDim * (kvType.getIntOrFloatBitWidth() / 8);
-    return std::max<int64_t>(1, (farPrefetchBytes + piece - 1) / piece);
+    return std::max<int64_t>(1, (farPrefetchBytes + pieceBytes() - 1) / pieceBytes());
   }
+  /// Bytes of one K (or V) piece: one kv head's rows of one block.
+  int64_t pieceBytes() const { return blockSize * headDim * (kvType.getIntOrFloatBitWidth() / 8); }
   /// Heads of a group handled by one parallel iteration: the whole group when it is small, else
   /// the largest divisor <= 8, so the number of live vector accumulators stays bounded.
   int64_t subGroup() const;

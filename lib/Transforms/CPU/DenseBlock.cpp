@@ -122,9 +122,8 @@ bool cpu::bf16DotApplies(const KernelConfig &c) {
 int64_t cpu::bf16DotHalves(const KernelConfig &c) { return c.bf16DotRounded ? 1 : 2; }
 
 bool cpu::spreadPrefetch(const KernelConfig &c) {
-  int64_t pieceBytes = c.blockSize * c.headDim * (c.kvType.getIntOrFloatBitWidth() / 8);
   return c.spreadPrefetch && c.kTransposed && c.farPieces() > 0 && treeRows(c) > 0 &&
-         (pieceBytes >= 4096 || bf16DotLogits(c));
+         (c.pieceBytes() >= 4096 || bf16DotLogits(c));
 }
 
 bool cpu::bf16DotLogits(const KernelConfig &c) {
@@ -491,6 +490,7 @@ void DenseBlock::accumulateV(Value pb, Value kvh, Value lb, Value ub, int64_t un
                              ArrayRef<Value> alpha, Value pbNext, Value kvhNext) {
   int64_t gs = c.subGroup(), tw = c.accTileWidth(), nt = c.headDim / tw, w = c.dotWidth();
   int64_t np = tw / w; // dot-width pieces per tile and head
+  Value farV = spreadPrefetch(c) ? pbFar : Value(); // else the logits ask for the far V rows
   for (int64_t t = 0; t < nt; ++t) {
     int64_t col = t * tw;
     SmallVector<Value> tile = loadTile(col, alpha); // head-major, np pieces per head
@@ -500,8 +500,8 @@ void DenseBlock::accumulateV(Value pb, Value kvh, Value lb, Value ub, int64_t un
         Value r = e.addi(r0, e.idx(u));
         if (t == 0 && pbNext)
           prefetchRow(k, pbNext, kvhNext, r, /*locality=*/3);
-        if (t == 0 && pbFar && spreadPrefetch(c))
-          prefetchRow(v, pbFar, kvhFar, r, /*locality=*/2);
+        if (t == 0 && farV)
+          prefetchRow(v, farV, kvhFar, r, /*locality=*/2);
         SmallVector<Value> vs = loadSlices(v, pb, kvh, r, col, tw);
         for (int64_t g = 0; g < gs; ++g) {
           // A scalar load splat from memory becomes one broadcast load.
@@ -537,6 +537,7 @@ void DenseBlock::accumulateVDot(Value pb, Value kvh, Value lb, Value ub, int64_t
     hiMask.append({hi, 2 * w + hi});
   }
   Value zeroSlice = e.splat(arith::ConstantOp::create(b, b.getZeroAttr(c.kvType)), 2 * w);
+  Value farV = spreadPrefetch(c) ? pbFar : Value(); // else the logits ask for the far V rows
   for (int64_t t = 0; t < nt; ++t) {
     int64_t col = t * tw;
     auto at = [&](int64_t off) { return e.idx(col + off); };
@@ -549,9 +550,9 @@ void DenseBlock::accumulateVDot(Value pb, Value kvh, Value lb, Value ub, int64_t
           prefetchRow(k, pbNext, kvhNext, rEven, /*locality=*/3);
           prefetchRow(k, pbNext, kvhNext, rOdd, /*locality=*/3);
         }
-        if (t == 0 && pbFar && spreadPrefetch(c)) {
-          prefetchRow(v, pbFar, kvhFar, rEven, /*locality=*/2);
-          prefetchRow(v, pbFar, kvhFar, rOdd, /*locality=*/2);
+        if (t == 0 && farV) {
+          prefetchRow(v, farV, kvhFar, rEven, /*locality=*/2);
+          prefetchRow(v, farV, kvhFar, rOdd, /*locality=*/2);
         }
         SmallVector<Value> vs; // np pieces: (lo, hi) per 2w columns
         for (int64_t j = 0; j < tw; j += 2 * w) {

@@ -190,13 +190,10 @@ func::FuncOp cpu::buildDenseKernel(ModuleOp module, StringRef name, const Kernel
     // The transposed logits take q as f32, or (bf16DotLogits) as i32 pairs of rounded columns.
     bool qPairs = bf16DotLogits(c);
     bool qDot = dot && (!c.kTransposed || qPairs);
-    body.qs =
-        qPairs ? memref::AllocaOp::create(b, MemRefType::get({c.qHeads, d / 2}, b.getI32Type()),
-                                          e.stackAlign())
-        : qDot ? memref::AllocaOp::create(b, MemRefType::get({c.qHeads, halves, d}, c.kvType),
-                                          e.stackAlign())
-               : memref::AllocaOp::create(b, MemRefType::get({c.qHeads, d}, e.f32()),
-                                          e.stackAlign());
+    MemRefType qsType = qPairs ? MemRefType::get({c.qHeads, d / 2}, b.getI32Type())
+                        : qDot ? MemRefType::get({c.qHeads, halves, d}, c.kvType)
+                               : MemRefType::get({c.qHeads, d}, e.f32());
+    body.qs = memref::AllocaOp::create(b, qsType, e.stackAlign());
     if (dot)
       body.probs =
           memref::AllocaOp::create(b, MemRefType::get({halves, gs, bs / 2}, b.getI32Type()),
