@@ -9,7 +9,11 @@ Valgrind 3.19 executes no AVX-512, so only targets without it can be counted (x8
 FMA + F16C, the Zen 3 kernels); the AVX-512 and AMX rows say so instead of guessing.
 
     .venv/bin/python bench/cpu_attention/instructions.py [--build-dir build] [--context 4096]
-        [--targets x86-64-v3] [--dtypes f32,bf16,f16] [--csv PATH]
+        [--targets x86-64-v3] [--dtypes f32,bf16,f16] [--k-transposed] [--csv PATH]
+
+--k-transposed counts the kernels for K stored transposed per block (the model artifacts'
+layout); --compiler=PATH takes the kernels from another build's hybridgen_cpu_attention_bench
+(an A/B of two commits' code, counted by the same AOT bench).
 """
 import argparse
 import csv
@@ -25,11 +29,12 @@ Q_HEADS, KV_HEADS, HEAD_DIM = 32, 8, 128
 ELT_BYTES = {"f32": 4, "f16": 2, "bf16": 2}
 
 
-def count(build: Path, target: str, dtype: str, context: int, work: Path) -> dict:
+def count(build: Path, compiler: Path, target: str, dtype: str, context: int, work: Path,
+          extra: list) -> dict:
     kernels = work / target
     kernels.mkdir(parents=True, exist_ok=True)
-    subprocess.run([str(build / "bin/hybridgen_cpu_attention_bench"), f"--save-aot={kernels}",
-                    f"--target-cpu={target}", f"--dtypes={dtype}"],
+    subprocess.run([str(compiler), f"--save-aot={kernels}", f"--target-cpu={target}",
+                    f"--dtypes={dtype}", *extra],
                    check=True, capture_output=True, text=True)
     out = work / f"callgrind.{target}.{dtype}"
     run = subprocess.run(
@@ -58,7 +63,8 @@ def count(build: Path, target: str, dtype: str, context: int, work: Path) -> dic
     if calls == 0:
         raise RuntimeError("no call of _mlir_ciface_hg_attention was recorded")
     kv_bytes = 2 * context * KV_HEADS * HEAD_DIM * ELT_BYTES[dtype]
-    return {"target": target, "dtype": dtype, "context": context, "calls": calls,
+    return {"target": target, "dtype": dtype, "k_transposed": bool(extra), "context": context,
+            "calls": calls,
             "instructions_per_call": instructions // calls,
             "instructions_per_kv_byte": round(instructions / calls / kv_bytes, 4)}
 
@@ -69,17 +75,21 @@ def main() -> int:
     ap.add_argument("--context", type=int, default=4096)
     ap.add_argument("--targets", default="x86-64-v3")
     ap.add_argument("--dtypes", default="f32,bf16,f16")
+    ap.add_argument("--k-transposed", action="store_true")
+    ap.add_argument("--compiler", default="", help="hybridgen_cpu_attention_bench to compile with")
     ap.add_argument("--csv", default="")
     args = ap.parse_args()
     if not shutil.which("valgrind"):
         print("valgrind is not installed", file=sys.stderr)
         return 2
     build = Path(args.build_dir)
+    compiler = Path(args.compiler or build / "bin/hybridgen_cpu_attention_bench")
+    extra = ["--k-transposed"] if args.k_transposed else []
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
         for target in args.targets.split(","):
             for dtype in args.dtypes.split(","):
-                rows.append(count(build, target, dtype, args.context, Path(tmp)))
+                rows.append(count(build, compiler, target, dtype, args.context, Path(tmp), extra))
     print("target      dtype  tokens  calls  instr/call   instr/KV byte")
     for r in rows:
         print(f"{r['target']:<11} {r['dtype']:<6} {r['context']:>6} {r['calls']:>6} "

@@ -50,6 +50,28 @@ def test_k_transposed_matches_reference(rng, dtype, case, spread):
     assert not np.allclose(attn(q, k, v, table, lens)[:3], out[:3], rtol=1e-2)
 
 
+@pytest.mark.skipif(not (cpu_has_flag("avx2") and cpu_has_flag("fma") and cpu_has_flag("f16c")),
+                    reason="x86-64-v3 code needs AVX2, FMA and F16C to run here")
+@pytest.mark.parametrize("dtype", ["f32", "f16", "bf16"])
+@pytest.mark.parametrize("case", [(8, 2, 128, 16, 17), (9, 3, 64, 32, 40), (4, 4, 32, 8, 0)],
+                         ids=["g4", "g3-bs32", "mha-bs8"])
+def test_k_transposed_on_avx2_code(rng, dtype, case):
+    """The AVX2 kernels (target x86-64-v3: 8 lanes, 16 registers) on transposed K: bf16 tiles of
+    16 rows widen each column as (even, odd) rows and zip the logits back (g4, g3-bs32); 8-row
+    blocks keep one vector per column (mha-bs8). Partial blocks at both ends of the split and
+    NaN past each sequence's end."""
+    qh, kvh, d, bs, split = case
+    q, k, v, table, lens = make_case(rng, lens=[37, 1, 100, 16, 0], q_heads=qh, kv_heads=kvh,
+                                     head_dim=d, block_size=bs, dtype=dtype)
+    if dtype != "f32":
+        poison_tails(k, v, table, lens, bs)
+    attn = compile_for(dtype, q_heads=qh, kv_heads=kvh, head_dim=d, block_size=bs, split=split,
+                       options={"k_transposed": True, "target_cpu": "x86-64-v3"})
+    out = attn(q, hg.transpose_k_pieces(k), v, table, lens)
+    assert np.isfinite(out).all()
+    np.testing.assert_allclose(out, hg.reference_attention(q, k, v, table, lens), **tolerance(dtype))
+
+
 @pytest.mark.parametrize("heads,bs", [((8, 2), 16), ((9, 3), 16), ((16, 2), 32)],
                          ids=["g4", "g3", "g8-bs32"])
 @pytest.mark.parametrize("split", [0, 17, 33, 1000], ids=lambda s: f"split{s}")

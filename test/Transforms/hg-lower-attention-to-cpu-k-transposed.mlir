@@ -1,5 +1,6 @@
 // RUN: hybridgen-opt %s -hg-lower-attention-to-cpu="k-transposed=true" | FileCheck %s
 // RUN: hybridgen-opt %s -hg-lower-attention-to-cpu | FileCheck %s --check-prefix=ROWS
+// RUN: hybridgen-opt %s -hg-lower-attention-to-cpu="k-transposed=true vector-bits=256" | FileCheck %s --check-prefix=AVX2
 
 // k-transposed: each (block, kv head) piece of the K pool is stored [head_dim][block_size]. The
 // kernel (named _kt) views the pool that way without a copy, and computes the logits column by
@@ -21,6 +22,27 @@
 // CHECK: scf.yield
 // CHECK: %[[SUM:.*]] = arith.addf %[[LG]]#0, %[[LG]]#1 : vector<16xf32>
 // CHECK: vector.store %[[SUM]], %{{.*}} : memref<3x16xf32>, vector<16xf32>
+// On 256-bit vectors (AVX2) a column's 16 rows are one 32-byte load viewed as 8 x i32: a shift
+// gives the even rows as f32 and a mask the odd rows (no arith.extf of K), each with its own
+// accumulator per head (6 vector<8> carried for 3 heads); after the loop the two are zipped back
+// into row order and stored as the block's 16 scores.
+// AVX2-LABEL: func.func private @__hg_cpu_dense_bf16_q9_kv3_{{[a-z0-9_]*}}_kt(
+// AVX2: %[[KT:.*]] = memref.reinterpret_cast
+// AVX2: %[[LG:.*]]:6 = scf.for %{{.*}} = %{{.*}} to %c64 step %c8 iter_args({{.*}}) -> (vector<8xf32>, vector<8xf32>, vector<8xf32>, vector<8xf32>, vector<8xf32>, vector<8xf32>)
+// AVX2: %[[COL:.*]] = vector.load %[[KT]][{{.*}}] : memref<?x3x64x16xbf16>, vector<16xbf16>
+// AVX2-NEXT: %[[PAIRS:.*]] = vector.bitcast %[[COL]] : vector<16xbf16> to vector<8xi32>
+// AVX2-NOT: arith.extf
+// AVX2: %[[EVEN:.*]] = arith.shli %[[PAIRS]], %{{.*}} : vector<8xi32>
+// AVX2-NOT: arith.extf
+// AVX2: %[[ODD:.*]] = arith.andi %[[PAIRS]], %{{.*}} : vector<8xi32>
+// AVX2: %[[EF:.*]] = arith.bitcast %[[EVEN]] : vector<8xi32> to vector<8xf32>
+// AVX2: %[[OF:.*]] = arith.bitcast %[[ODD]] : vector<8xi32> to vector<8xf32>
+// AVX2: %[[QB:.*]] = vector.broadcast %{{.*}} : f32 to vector<8xf32>
+// AVX2-NEXT: vector.fma %[[QB]], %[[EF]], %{{.*}} : vector<8xf32>
+// AVX2-NEXT: vector.fma %[[QB]], %[[OF]], %{{.*}} : vector<8xf32>
+// AVX2: scf.yield
+// AVX2: %[[ZIP:.*]] = vector.shuffle %[[LG]]#0, %[[LG]]#1 [0, 8, 1, 9, 2, 10, 3, 11, 4, 12, 5, 13, 6, 14, 7, 15] : vector<8xf32>, vector<8xf32>
+// AVX2: vector.store %[[ZIP]], %{{.*}} : memref<3x16xf32>, vector<16xf32>
 // ROWS-LABEL: func.func private @__hg_cpu_dense_bf16_q9_kv3_
 // ROWS-NOT: _kt
 // ROWS-NOT: memref.reinterpret_cast

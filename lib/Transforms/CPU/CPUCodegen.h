@@ -131,6 +131,19 @@ struct Emitter {
       return row;
     return arith::ExtFOp::create(b, VectorType::get({n}, f32()), row);
   }
+  /// |raw| (2n bf16) widened to f32 as its (even, odd) elements: viewed as n x i32, a shift
+  /// gives the even elements and a mask the odd ones, 2 ops for 2n elements.
+  std::pair<Value, Value> bf16EvenOdd(Value raw) {
+    int64_t n = cast<VectorType>(raw.getType()).getDimSize(0) / 2;
+    auto i32s = VectorType::get({n}, b.getI32Type()), f32s = VectorType::get({n}, f32());
+    auto splatI32 = [&](int32_t x) {
+      return arith::ConstantOp::create(b, DenseElementsAttr::get(i32s, b.getI32IntegerAttr(x)));
+    };
+    Value pairs = vector::BitCastOp::create(b, i32s, raw);
+    Value even = arith::ShLIOp::create(b, pairs, splatI32(16));
+    Value odd = arith::AndIOp::create(b, pairs, splatI32(int32_t(0xFFFF0000u)));
+    return {arith::BitcastOp::create(b, f32s, even), arith::BitcastOp::create(b, f32s, odd)};
+  }
   /// Alignment of the kernels' stack buffers (q, accumulators, logits, statistics): a cache
   /// line, so a 512-bit load or store of them never splits across two lines (without it they
   /// were only as aligned as LLVM's default for the element type). No speed difference was

@@ -195,18 +195,11 @@ SmallVector<Value> DenseBlock::loadSlices(Value pool, Value pb, Value kvh, Value
       slices.push_back(e.loadRowF32(pool, {pb, kvh, r, e.idx(col + j)}, w));
     return slices;
   }
-  auto i32s = VectorType::get({w}, b.getI32Type()), f32s = VectorType::get({w}, e.f32());
-  auto splatI32 = [&](int32_t x) {
-    return arith::ConstantOp::create(b, DenseElementsAttr::get(i32s, b.getI32IntegerAttr(x)));
-  };
   for (int64_t j = 0; j < width; j += 2 * w) {
     Value raw = vector::LoadOp::create(b, VectorType::get({2 * w}, c.kvType), pool,
                                        ValueRange{pb, kvh, r, e.idx(col + j)});
-    Value pairs = vector::BitCastOp::create(b, i32s, raw);
-    Value even = arith::ShLIOp::create(b, pairs, splatI32(16));
-    Value odd = arith::AndIOp::create(b, pairs, splatI32(int32_t(0xFFFF0000u)));
-    slices.push_back(arith::BitcastOp::create(b, f32s, even));
-    slices.push_back(arith::BitcastOp::create(b, f32s, odd));
+    auto [even, odd] = e.bf16EvenOdd(raw);
+    slices.append({even, odd});
   }
   return slices;
 }
@@ -391,7 +384,13 @@ void DenseBlock::logitsTransposed(Value pb, Value kvh) {
   // With bf16DotLogits each accumulator is one register of |lanes| rows (vdpbf16ps's f32 lanes),
   // |subs| of them per tile; the f32 FMAs take the tile as one vector.
   bool dot = bf16DotLogits(c), spread = spreadPrefetch(c);
-  int64_t l = c.lanes(), subs = dot ? tile / l : 1, width = dot ? l : tile;
+  // bf16 K whose tile is two registers of rows (AVX2: 16 rows of 8 lanes): one load of a
+  // column's 2 x lanes rows viewed as lanes x i32 gives the even rows as f32 by a shift and the
+  // odd rows by a mask (p.V widens V rows alike, bf16Pairs), instead of two widening loads and
+  // two shifts; even and odd rows keep their own accumulators, zipped back into row order once
+  // per tile.
+  bool halves = !dot && c.kvType.isBF16() && tile == 2 * c.lanes();
+  int64_t l = c.lanes(), subs = dot ? tile / l : halves ? 2 : 1, width = dot || halves ? l : tile;
   // Two chains per head halve the FMA latency each waits on; 2 x 4 heads x 2 registers per tile
   // is half the 32 registers of AVX-512 (on 16-register targets: 2 heads).
   int64_t chains = gs * 2 * 2 <= c.vectorRegs() / 2 ? 2 : 1;
@@ -450,23 +449,44 @@ void DenseBlock::logitsTransposed(Value pb, Value kvh) {
       }
       for (int64_t u = 0; u < unroll; ++u) {
         Value col = e.addi(c0, e.idx(u));
-        Value kc = e.loadRowF32(kT, {pb, kvh, col, e.idx(rt)}, tile);
+        SmallVector<Value> kc;
+        if (halves) {
+          Value raw = vector::LoadOp::create(e.b, VectorType::get({tile}, c.kvType), kT,
+                                             ValueRange{pb, kvh, col, e.idx(rt)});
+          auto [even, odd] = e.bf16EvenOdd(raw);
+          kc = {even, odd};
+        } else {
+          kc.push_back(e.loadRowF32(kT, {pb, kvh, col, e.idx(rt)}, tile));
+        }
         for (int64_t g = 0; g < gs; ++g) {
           Value h = e.addi(e.muli(unit, e.idx(gs)), e.idx(g));
-          Value qe = e.splat(memref::LoadOp::create(e.b, qs, ValueRange{h, col}), tile);
-          Value &x = a[g * chains + u % chains];
-          x = vector::FMAOp::create(e.b, qe, kc, x);
+          Value qe = e.splat(memref::LoadOp::create(e.b, qs, ValueRange{h, col}), width);
+          for (int64_t sub = 0; sub < subs; ++sub) {
+            Value &x = a[(g * chains + u % chains) * subs + sub];
+            x = vector::FMAOp::create(e.b, qe, kc[sub], x);
+          }
         }
       }
       return a;
     });
-    for (int64_t g = 0; g < gs; ++g)
+    // Rows (0, 2, ..) and (1, 3, ..) of the halves zip back into row order.
+    SmallVector<int64_t> zip;
+    for (int64_t i = 0; i < l; ++i)
+      zip.append({i, l + i});
+    for (int64_t g = 0; g < gs; ++g) {
+      SmallVector<Value> sums;
       for (int64_t sub = 0; sub < subs; ++sub) {
         Value sum = acc[g * chains * subs + sub];
         for (int64_t ch = 1; ch < chains; ++ch)
           sum = e.addf(sum, acc[(g * chains + ch) * subs + sub]);
-        vector::StoreOp::create(e.b, sum, scores, ValueRange{e.idx(g), e.idx(rt + sub * width)});
+        sums.push_back(sum);
       }
+      if (halves)
+        sums = {vector::ShuffleOp::create(e.b, sums[0], sums[1], zip)};
+      for (size_t sub = 0; sub < sums.size(); ++sub)
+        vector::StoreOp::create(e.b, sums[sub], scores,
+                                ValueRange{e.idx(g), e.idx(rt + int64_t(sub) * width)});
+    }
   }
 }
 
