@@ -30,11 +30,11 @@ ELT_BYTES = {"f32": 4, "f16": 2, "bf16": 2}
 
 
 def count(build: Path, compiler: Path, target: str, dtype: str, context: int, work: Path,
-          extra: list) -> dict:
+          k_transposed: bool) -> dict:
     kernels = work / target
     kernels.mkdir(parents=True, exist_ok=True)
     subprocess.run([str(compiler), f"--save-aot={kernels}", f"--target-cpu={target}",
-                    f"--dtypes={dtype}", *extra],
+                    f"--dtypes={dtype}", *(["--k-transposed"] if k_transposed else [])],
                    check=True, capture_output=True, text=True)
     out = work / f"callgrind.{target}.{dtype}"
     run = subprocess.run(
@@ -63,7 +63,7 @@ def count(build: Path, compiler: Path, target: str, dtype: str, context: int, wo
     if calls == 0:
         raise RuntimeError("no call of _mlir_ciface_hg_attention was recorded")
     kv_bytes = 2 * context * KV_HEADS * HEAD_DIM * ELT_BYTES[dtype]
-    return {"target": target, "dtype": dtype, "k_transposed": bool(extra), "context": context,
+    return {"target": target, "dtype": dtype, "k_transposed": k_transposed, "context": context,
             "calls": calls,
             "instructions_per_call": instructions // calls,
             "instructions_per_kv_byte": round(instructions / calls / kv_bytes, 4)}
@@ -84,12 +84,12 @@ def main() -> int:
         return 2
     build = Path(args.build_dir)
     compiler = Path(args.compiler or build / "bin/hybridgen_cpu_attention_bench")
-    extra = ["--k-transposed"] if args.k_transposed else []
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
         for target in args.targets.split(","):
             for dtype in args.dtypes.split(","):
-                rows.append(count(build, compiler, target, dtype, args.context, Path(tmp), extra))
+                rows.append(count(build, compiler, target, dtype, args.context, Path(tmp),
+                                  args.k_transposed))
     print("target      dtype  tokens  calls  instr/call   instr/KV byte")
     for r in rows:
         print(f"{r['target']:<11} {r['dtype']:<6} {r['context']:>6} {r['calls']:>6} "

@@ -25,6 +25,24 @@ def test_dense_matches_reference(rng, dtype, heads):
     np.testing.assert_allclose(out, hg.reference_attention(q, k, v, table, lens), **tolerance(dtype))
 
 
+def check_k_transposed(rng, dtype, case, options):
+    """Sequences of 37, 1, 100, 16 and 0 tokens (NaN past each end for 16-bit KV) with case =
+    (q heads, kv heads, head dim, block size, split), compiled with k_transposed and |options|,
+    run on the transposed pool and checked against the float64 reference. Returns the kernel, the
+    row-major case and the output."""
+    qh, kvh, d, bs, split = case
+    q, k, v, table, lens = make_case(rng, lens=[37, 1, 100, 16, 0], q_heads=qh, kv_heads=kvh,
+                                     head_dim=d, block_size=bs, dtype=dtype)
+    if dtype != "f32":
+        poison_tails(k, v, table, lens, bs)
+    attn = compile_for(dtype, q_heads=qh, kv_heads=kvh, head_dim=d, block_size=bs, split=split,
+                       options={"k_transposed": True, **options})
+    out = attn(q, hg.transpose_k_pieces(k), v, table, lens)
+    assert np.isfinite(out).all()
+    np.testing.assert_allclose(out, hg.reference_attention(q, k, v, table, lens), **tolerance(dtype))
+    return attn, (q, k, v, table, lens), out
+
+
 @pytest.mark.parametrize("spread", [0, 1], ids=["logits-prefetch", "spread-prefetch"])
 @pytest.mark.parametrize("dtype", ["f32", "f16", "bf16"])
 @pytest.mark.parametrize("case", [(9, 3, 64, 16, 17), (8, 2, 128, 32, 0), (16, 2, 80, 16, 1000),
@@ -35,17 +53,8 @@ def test_k_transposed_matches_reference(rng, dtype, case, spread):
     sequence's end (16-bit KV) and block sizes other than the register tile; the far prefetch
     on, its prefetches in the logits or spread over the piece (spread_prefetch, which applies to
     pieces of 4 KiB and more: g4-bs32, and f32 of g3 and g8-d80)."""
-    qh, kvh, d, bs, split = case
-    q, k, v, table, lens = make_case(rng, lens=[37, 1, 100, 16, 0], q_heads=qh, kv_heads=kvh,
-                                     head_dim=d, block_size=bs, dtype=dtype)
-    if dtype != "f32":
-        poison_tails(k, v, table, lens, bs)
-    attn = compile_for(dtype, q_heads=qh, kv_heads=kvh, head_dim=d, block_size=bs, split=split,
-                       options={"k_transposed": True, "far_prefetch_bytes": 8192,
-                                "spread_prefetch": spread})
-    out = attn(q, hg.transpose_k_pieces(k), v, table, lens)
-    assert np.isfinite(out).all()
-    np.testing.assert_allclose(out, hg.reference_attention(q, k, v, table, lens), **tolerance(dtype))
+    attn, (q, k, v, table, lens), out = check_k_transposed(
+        rng, dtype, case, {"far_prefetch_bytes": 8192, "spread_prefetch": spread})
     # The option changes what the kernel reads: the row-major pool is not what it computes on.
     assert not np.allclose(attn(q, k, v, table, lens)[:3], out[:3], rtol=1e-2)
 
@@ -60,16 +69,7 @@ def test_k_transposed_on_avx2_code(rng, dtype, case):
     16 rows widen each column as (even, odd) rows and zip the logits back (g4, g3-bs32); 8-row
     blocks keep one vector per column (mha-bs8). Partial blocks at both ends of the split and
     NaN past each sequence's end."""
-    qh, kvh, d, bs, split = case
-    q, k, v, table, lens = make_case(rng, lens=[37, 1, 100, 16, 0], q_heads=qh, kv_heads=kvh,
-                                     head_dim=d, block_size=bs, dtype=dtype)
-    if dtype != "f32":
-        poison_tails(k, v, table, lens, bs)
-    attn = compile_for(dtype, q_heads=qh, kv_heads=kvh, head_dim=d, block_size=bs, split=split,
-                       options={"k_transposed": True, "target_cpu": "x86-64-v3"})
-    out = attn(q, hg.transpose_k_pieces(k), v, table, lens)
-    assert np.isfinite(out).all()
-    np.testing.assert_allclose(out, hg.reference_attention(q, k, v, table, lens), **tolerance(dtype))
+    check_k_transposed(rng, dtype, case, {"target_cpu": "x86-64-v3"})
 
 
 @pytest.mark.parametrize("heads,bs", [((8, 2), 16), ((9, 3), 16), ((16, 2), 32)],

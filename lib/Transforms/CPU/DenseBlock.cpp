@@ -389,8 +389,9 @@ void DenseBlock::logitsTransposed(Value pb, Value kvh) {
   // odd rows by a mask (p.V widens V rows alike, bf16Pairs), instead of two widening loads and
   // two shifts; even and odd rows keep their own accumulators, zipped back into row order once
   // per tile.
-  bool halves = !dot && c.kvType.isBF16() && tile == 2 * c.lanes();
-  int64_t l = c.lanes(), subs = dot ? tile / l : halves ? 2 : 1, width = dot || halves ? l : tile;
+  int64_t l = c.lanes();
+  bool halves = !dot && c.kvType.isBF16() && tile == 2 * l;
+  int64_t subs = dot ? tile / l : halves ? 2 : 1, width = dot || halves ? l : tile;
   // Two chains per head halve the FMA latency each waits on; 2 x 4 heads x 2 registers per tile
   // is half the 32 registers of AVX-512 (on 16-register targets: 2 heads).
   int64_t chains = gs * 2 * 2 <= c.vectorRegs() / 2 ? 2 : 1;
@@ -469,10 +470,6 @@ void DenseBlock::logitsTransposed(Value pb, Value kvh) {
       }
       return a;
     });
-    // Rows (0, 2, ..) and (1, 3, ..) of the halves zip back into row order.
-    SmallVector<int64_t> zip;
-    for (int64_t i = 0; i < l; ++i)
-      zip.append({i, l + i});
     for (int64_t g = 0; g < gs; ++g) {
       SmallVector<Value> sums;
       for (int64_t sub = 0; sub < subs; ++sub) {
@@ -481,8 +478,12 @@ void DenseBlock::logitsTransposed(Value pb, Value kvh) {
           sum = e.addf(sum, acc[(g * chains + ch) * subs + sub]);
         sums.push_back(sum);
       }
-      if (halves)
+      if (halves) { // rows (0, 2, ..) and (1, 3, ..) zip back into row order
+        SmallVector<int64_t> zip;
+        for (int64_t i = 0; i < l; ++i)
+          zip.append({i, l + i});
         sums = {vector::ShuffleOp::create(e.b, sums[0], sums[1], zip)};
+      }
       for (size_t sub = 0; sub < sums.size(); ++sub)
         vector::StoreOp::create(e.b, sums[sub], scores,
                                 ValueRange{e.idx(g), e.idx(rt + int64_t(sub) * width)});
