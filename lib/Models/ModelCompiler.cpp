@@ -47,8 +47,9 @@ std::string resolveWeightDtype(const std::string &requested, const std::string &
 /// and gate/up in one parallel loop each, RoPE's angles shared by the heads; 8: the bf16 dot
 /// products on transposed K; 9: decode's matmuls with wide input rows read 8 (AVX-512) or 4
 /// output rows side by side outside Intel; 10: transposed K's prefetches spread over the piece on
-/// Zen 4, and with bf16_dot_rounded the logits' dot products on q rounded once).
-constexpr int kGeneratorVersion = 10;
+/// Zen 4, and with bf16_dot_rounded the logits' dot products on q rounded once; 11: transposed
+/// K's far prefetch asks for V only for pieces under 4 KiB).
+constexpr int kGeneratorVersion = 11;
 
 /// Whether the artifact's kernels read K transposed (see ModelCompileOptions::kTransposed): not
 /// with GPU kernels, which read K row-major.

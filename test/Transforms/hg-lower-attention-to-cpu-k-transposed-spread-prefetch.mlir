@@ -5,8 +5,9 @@
 // for this piece's V rows and the far piece's K rows into L2; p.V asks for the far piece's V rows
 // (L2) and the next piece's K rows (L1), so both phases keep lines in flight. The kernel is named
 // _kt_sp. Pieces under 4 KiB (SmolLM2's shape, 16 x 64 f16) keep the logits' prefetches: their
-// exact kernel read ~4% less spread. Without the option all three prefetches are in the logits
-// and p.V asks for nothing.
+// exact kernel read ~4% less spread. Without the option the prefetches are all in the logits and
+// p.V asks for nothing: this piece's V rows and the far piece's K rows, and for pieces under 4 KiB
+// (the SmolLM2 shape here) the far piece's V rows too.
 // CHECK-LABEL: func.func private @__hg_cpu_dense_f16_q32_kv8_b16_d128_{{[a-z0-9_]*}}_kt_sp(
 // CHECK-SAME: %[[K:[a-z0-9]+]]: memref<?x8x16x128xf16>, %[[V:[a-z0-9]+]]: memref<?x8x16x128xf16>
 // CHECK: scf.for %{{.*}} = %{{.*}} to %c128 step %c8
@@ -22,11 +23,20 @@
 // OFF-LABEL: func.func private @__hg_cpu_dense_f16_q32_kv8_b16_d128_{{[a-z0-9_]*}}_kt(
 // OFF-SAME: %[[K:[a-z0-9]+]]: memref<?x8x16x128xf16>, %[[V:[a-z0-9]+]]: memref<?x8x16x128xf16>
 // OFF: scf.for %{{.*}} = %{{.*}} to %c128 step %c8
-// OFF: memref.prefetch %[[V]]
-// OFF: memref.prefetch %[[K]]
-// OFF: memref.prefetch %[[V]]
+// OFF: memref.prefetch %[[V]][{{.*}}], read, locality<2>
+// OFF: memref.prefetch %[[K]][{{.*}}], read, locality<2>
+// OFF-NOT: memref.prefetch %[[V]]
+// OFF: vector.fma
 // OFF: scf.for %{{.*}} = %{{.*}} to %c16{{.*}} step %c8
 // OFF-NOT: memref.prefetch
+// OFF: vector.fma
+// OFF-LABEL: func.func private @__hg_cpu_dense_f16_q9_kv3_b16_d64_{{[a-z0-9_]*}}_kt(
+// OFF-SAME: %[[K2:[a-z0-9]+]]: memref<?x3x16x64xf16>, %[[V2:[a-z0-9]+]]: memref<?x3x16x64xf16>
+// OFF: scf.for %{{.*}} = %{{.*}} to %c64 step %c8
+// OFF: memref.prefetch %[[V2]][{{.*}}], read, locality<2>
+// OFF: memref.prefetch %[[K2]][{{.*}}], read, locality<2>
+// OFF-NOT: vector.fma
+// OFF: memref.prefetch %[[V2]][{{.*}}], read, locality<2>
 // OFF: vector.fma
 func.func @llama_shape(%q: memref<1x32x128xf32>, %k: memref<64x8x16x128xf16>,
                        %v: memref<64x8x16x128xf16>, %bt: memref<1x64xi32>,

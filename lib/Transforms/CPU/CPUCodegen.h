@@ -308,7 +308,8 @@ struct DenseBlock {
   Value sums;   // memref<units x gs x f32>: running probability sums
   Value unit;   // the kv-head unit the block updates
   /// The piece (pool block, kv head) c.farPieces() after this one in slot-major order, whose K
-  /// and V rows the logits prefetch into L2; null when the far prefetch is off.
+  /// and V rows the logits prefetch into L2 (with K transposed: its V rows only for pieces under
+  /// 4 KiB, or in p.V with spreadPrefetch); null when the far prefetch is off.
   Value pbFar, kvhFar;
   /// With pacedPrefetch: an f32 result of the row computed last, which prefetchRow makes the
   /// next prefetch addresses depend on (null: none yet).

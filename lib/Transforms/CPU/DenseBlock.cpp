@@ -384,6 +384,14 @@ void DenseBlock::logitsTransposed(Value pb, Value kvh) {
   // With bf16DotLogits each accumulator is one register of |lanes| rows (vdpbf16ps's f32 lanes),
   // |subs| of them per tile; the f32 FMAs take the tile as one vector.
   bool dot = bf16DotLogits(c), spread = spreadPrefetch(c);
+  // The far V rows only for pieces under 4 KiB: from 4 KiB on, the near prefetch of this piece's
+  // V rows (issued with its logits) is early enough, and the far one only costs instructions and
+  // line-fill buffers. Emerald Rapids, Llama-3-8B shape (4 KiB bf16/f16 pieces, 8 KiB f32), 3
+  // interleaved rounds of 128K x 1 and 32K/128K x 8: mean of 24 medians 0.783 -> 0.809 of the
+  // roof (f16 0.733 -> 0.765 at 128K x 1, f32 0.832 -> 0.862; bf16 level on one thread), the
+  // x86-64-v3 code 0.688 -> 0.757; SmolLM2's 2 KiB bf16 pieces read 0.72-0.77 -> 0.69-0.72
+  // without it (docs/cpu-path.md, "The far prefetch asks for K only").
+  bool farVInLogits = !spread && c.pieceBytes() < 4096;
   // bf16 K whose tile is two registers of rows (AVX2: 16 rows of 8 lanes): one load of a
   // column's 2 x lanes rows viewed as lanes x i32 gives the even rows as f32 by a shift and the
   // odd rows by a mask (p.V widens V rows alike, bf16Pairs), instead of two widening loads and
@@ -419,7 +427,7 @@ void DenseBlock::logitsTransposed(Value pb, Value kvh) {
           prefetchRow(v, pb, kvh, r, /*locality=*/2);
           if (pbFar) {
             prefetchRow(k, pbFar, kvhFar, r, /*locality=*/2);
-            if (!spread) // else p.V asks for the far V rows
+            if (farVInLogits) // else p.V asks for them (spread) or the near V prefetch suffices
               prefetchRow(v, pbFar, kvhFar, r, /*locality=*/2);
           }
         }
