@@ -121,9 +121,27 @@ bool cpu::bf16DotApplies(const KernelConfig &c) {
 
 int64_t cpu::bf16DotHalves(const KernelConfig &c) { return c.bf16DotRounded ? 1 : 2; }
 
+/// Pieces (one kv head's rows of one block, K or V) under this size need their V rows asked for
+/// a far piece ahead, from the logits: the near V prefetch, issued with the same piece's logits,
+/// comes too late for them (SmolLM2's 2 KiB 16-bit pieces), and spreading it into p.V read ~4%
+/// less on Zen 4.
+constexpr int64_t kSmallPieceBytes = 4096;
+
 bool cpu::spreadPrefetch(const KernelConfig &c) {
   return c.spreadPrefetch && c.kTransposed && c.farPieces() > 0 && treeRows(c) > 0 &&
-         (c.pieceBytes() >= 4096 || bf16DotLogits(c));
+         (c.pieceBytes() >= kSmallPieceBytes || bf16DotLogits(c));
+}
+
+/// Whether the transposed logits ask for the far piece's V rows: only for small pieces. From 4 KiB
+/// on the near prefetch of this piece's V rows is early enough, and the far one only costs
+/// instructions and line-fill buffers. Emerald Rapids, Llama-3-8B shape (4 KiB bf16/f16 pieces,
+/// 8 KiB f32), 3 interleaved rounds of 128K x 1 and 32K/128K x 8: mean of 24 medians 0.783 ->
+/// 0.809 of the roof (f16 0.733 -> 0.765 at 128K x 1, f32 0.832 -> 0.862; bf16 level on one
+/// thread), the x86-64-v3 code 0.688 -> 0.757; SmolLM2's 2 KiB bf16 pieces read 0.72-0.77 ->
+/// 0.69-0.72 without it (docs/cpu-path.md, "The far prefetch asks for K only"). With
+/// spreadPrefetch p.V asks for them instead.
+static bool farVInLogits(const KernelConfig &c) {
+  return !spreadPrefetch(c) && c.pieceBytes() < kSmallPieceBytes;
 }
 
 bool cpu::bf16DotLogits(const KernelConfig &c) {
@@ -383,15 +401,7 @@ void DenseBlock::logitsTransposed(Value pb, Value kvh) {
   int64_t gs = c.subGroup(), bs = c.blockSize, hd = c.headDim, tile = transposedRowTile(c);
   // With bf16DotLogits each accumulator is one register of |lanes| rows (vdpbf16ps's f32 lanes),
   // |subs| of them per tile; the f32 FMAs take the tile as one vector.
-  bool dot = bf16DotLogits(c), spread = spreadPrefetch(c);
-  // The far V rows only for pieces under 4 KiB: from 4 KiB on, the near prefetch of this piece's
-  // V rows (issued with its logits) is early enough, and the far one only costs instructions and
-  // line-fill buffers. Emerald Rapids, Llama-3-8B shape (4 KiB bf16/f16 pieces, 8 KiB f32), 3
-  // interleaved rounds of 128K x 1 and 32K/128K x 8: mean of 24 medians 0.783 -> 0.809 of the
-  // roof (f16 0.733 -> 0.765 at 128K x 1, f32 0.832 -> 0.862; bf16 level on one thread), the
-  // x86-64-v3 code 0.688 -> 0.757; SmolLM2's 2 KiB bf16 pieces read 0.72-0.77 -> 0.69-0.72
-  // without it (docs/cpu-path.md, "The far prefetch asks for K only").
-  bool farVInLogits = !spread && c.pieceBytes() < 4096;
+  bool dot = bf16DotLogits(c), farV = farVInLogits(c);
   // bf16 K whose tile is two registers of rows (AVX2: 16 rows of 8 lanes): one load of a
   // column's 2 x lanes rows viewed as lanes x i32 gives the even rows as f32 by a shift and the
   // odd rows by a mask (p.V widens V rows alike, bf16Pairs), instead of two widening loads and
@@ -427,7 +437,7 @@ void DenseBlock::logitsTransposed(Value pb, Value kvh) {
           prefetchRow(v, pb, kvh, r, /*locality=*/2);
           if (pbFar) {
             prefetchRow(k, pbFar, kvhFar, r, /*locality=*/2);
-            if (farVInLogits) // else p.V asks for them (spread) or the near V prefetch suffices
+            if (farV)
               prefetchRow(v, pbFar, kvhFar, r, /*locality=*/2);
           }
         }
@@ -519,7 +529,7 @@ void DenseBlock::accumulateV(Value pb, Value kvh, Value lb, Value ub, int64_t un
                              ArrayRef<Value> alpha, Value pbNext, Value kvhNext) {
   int64_t gs = c.subGroup(), tw = c.accTileWidth(), nt = c.headDim / tw, w = c.dotWidth();
   int64_t np = tw / w; // dot-width pieces per tile and head
-  Value farV = spreadPrefetch(c) ? pbFar : Value(); // else the logits ask for the far V rows
+  Value farV = spreadPrefetch(c) ? pbFar : Value(); // else see farVInLogits
   for (int64_t t = 0; t < nt; ++t) {
     int64_t col = t * tw;
     SmallVector<Value> tile = loadTile(col, alpha); // head-major, np pieces per head
@@ -566,7 +576,7 @@ void DenseBlock::accumulateVDot(Value pb, Value kvh, Value lb, Value ub, int64_t
     hiMask.append({hi, 2 * w + hi});
   }
   Value zeroSlice = e.splat(arith::ConstantOp::create(b, b.getZeroAttr(c.kvType)), 2 * w);
-  Value farV = spreadPrefetch(c) ? pbFar : Value(); // else the logits ask for the far V rows
+  Value farV = spreadPrefetch(c) ? pbFar : Value(); // else see farVInLogits
   for (int64_t t = 0; t < nt; ++t) {
     int64_t col = t * tw;
     auto at = [&](int64_t off) { return e.idx(col + off); };
