@@ -47,6 +47,8 @@ nb::dict statsDict(const rt::model::RunnerStats &s) {
   d["migrations"] = s.migrations;
   d["gpu_side"] = s.gpuSide;
   d["policy"] = s.policy;
+  d["kv_committed_bytes"] = s.kvCommittedBytes;
+  d["kv_commit_seconds"] = s.kvCommitSeconds;
   return d;
 }
 

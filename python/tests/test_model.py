@@ -112,6 +112,12 @@ def test_batch_of_two_matches_each_sequence_alone(built):
     st = m.stats()
     assert st["prefill_tokens"] == 40 and len(st["split_per_layer"]) == cfg["num_hidden_layers"]
     assert sum(t["used_blocks"] for t in st["tier_occupancy"].values()) == 4
+    # The pool was written at open: every block batch x max_context can use (64 tokens: 4 blocks
+    # of 16, one spare, one more per sequence), K and V of every layer, f32.
+    head_dim = cfg.get("head_dim") or cfg["hidden_size"] // cfg["num_attention_heads"]
+    block_bytes = cfg["num_key_value_heads"] * 16 * head_dim * 4
+    assert st["kv_committed_bytes"] == 2 * 6 * 2 * cfg["num_hidden_layers"] * block_bytes
+    assert st["kv_commit_seconds"] >= 0
 
 
 @pytest.mark.parametrize("dtype,shards", [("float32", 3), ("bfloat16", 1), ("float16", 2)])
@@ -315,6 +321,7 @@ def test_hybridgen_run_model_mode_streams_tokens_and_summary(built, tmp_path):
     tokens = lines[lines.index("== generated token ids:") + 1].split()
     assert [int(t) for t in tokens] == models.greedy(models.Reference(cfg, weights), ids, 6)
     assert "decode:" in out.stdout and "tokens/s" in out.stdout and "migrations" in out.stdout
+    assert "kv pool:" in out.stdout and "committed at load" in out.stdout
     # One trace row per layer and decode step (5 decode steps after the prefill's token).
     assert len((tmp_path / "t.csv").read_text().splitlines()) == 1 + 5 * cfg["num_hidden_layers"]
     bad = subprocess.run([str(tool), art, "--context", "4", "--policy", "sideways"],

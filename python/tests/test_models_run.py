@@ -59,7 +59,7 @@ def test_chat_run_streams_the_reference_greedy_text(tiny):
     assert r.stdout.startswith(text)
     summary = r.stdout.split("--- summary ---", 1)[1]
     for key in ("prefill:", "decode:", "tokens/s", "split per layer:", "tier occupancy:",
-                "migrations:"):
+                "migrations:", "kv pool:"):
         assert key in summary, summary
 
 

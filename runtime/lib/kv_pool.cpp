@@ -6,17 +6,40 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
+#include <chrono>
 #include <climits>
 #include <cstring>
+#include <fstream>
 #include <new>
 #include <numeric>
+#include <string>
+
+#ifndef MADV_POPULATE_WRITE
+#define MADV_POPULATE_WRITE 23 // Linux 5.14; older headers lack the name
+#endif
 
 namespace hybridgen::rt {
 
 namespace {
 constexpr size_t kHugePage = 2u << 20;
 constexpr size_t kMaxAlignUnit = 64u << 20;
+
+/// MemAvailable of /proc/meminfo in bytes, or 0 when it cannot be read.
+uint64_t availableMemoryBytes() {
+  std::ifstream in("/proc/meminfo");
+  std::string key;
+  uint64_t kib = 0;
+  while (in >> key >> kib) {
+    if (key == "MemAvailable:")
+      return kib << 10;
+    in.ignore(256, '\n');
+  }
+  return 0;
+}
+
+std::string mib(uint64_t bytes) { return std::to_string((bytes + (1u << 20) - 1) >> 20) + " MiB"; }
 } // namespace
 
 Result<std::unique_ptr<KvPool>> KvPool::create(const Topology &topo, const PoolConfig &cfg) {
@@ -143,6 +166,54 @@ Status KvPool::init() {
   owner_.assign(size_t(totalBlocks_), -1);
   logical_.assign(size_t(totalBlocks_), -1);
   hits_.assign(size_t(totalBlocks_), 0);
+  if (cfg_.commitBlocksPerTier <= 0)
+    return Status::ok();
+  // Commit the first blocks of every host tier (device tiers hold their blocks in device memory).
+  uint64_t want = 0;
+  for (int32_t t = 0; t < nt; ++t)
+    if (!mem_[size_t(t)]->onDevice())
+      want += perBlock * uint64_t(std::min(tierCount_[size_t(t)], cfg_.commitBlocksPerTier));
+  const uint64_t available = availableMemoryBytes();
+  if (available > 0 && want > available)
+    return exhausted("pool: the KV cache needs " + mib(want) + " (K and V of " +
+                     std::to_string(cfg_.numLayers) + " layers) but only " + mib(available) +
+                     " of memory is available; lower the context length or the batch");
+  const auto start = std::chrono::steady_clock::now();
+  for (int32_t t = 0; t < nt; ++t) {
+    if (mem_[size_t(t)]->onDevice())
+      continue;
+    if (Status s = commitBlocks(tierFirst_[size_t(t)],
+                                std::min(tierCount_[size_t(t)], cfg_.commitBlocksPerTier));
+        !s)
+      return s;
+  }
+  committedBytes_ = want;
+  commitSeconds_ = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  return Status::ok();
+}
+
+Status KvPool::commitBlocks(int64_t first, int64_t count) {
+  if (count <= 0)
+    return Status::ok();
+  const size_t page = size_t(sysconf(_SC_PAGESIZE)), bb = cfg_.layout.blockBytes();
+  const size_t begin = size_t(first) * bb / page * page;
+  const size_t end = std::min(mapBytes_, (size_t(first + count) * bb + page - 1) / page * page);
+  for (const auto *arrays : {&kArrays_, &vArrays_}) {
+    for (void *array : *arrays) {
+      char *p = static_cast<char *>(array) + begin;
+      // The kernel populates the range under the tier's memory policy without a fault per page;
+      // kernels before 5.14 answer EINVAL, and then a write of each page's own byte does it.
+      if (::madvise(p, end - begin, MADV_POPULATE_WRITE) == 0)
+        continue;
+      if (errno != EINVAL)
+        return exhausted("pool: cannot commit " + mib(end - begin) + " of KV memory: " +
+                         std::strerror(errno));
+      for (size_t o = 0; o < end - begin; o += page) {
+        volatile char *byte = p + o;
+        *byte = *byte;
+      }
+    }
+  }
   return Status::ok();
 }
 

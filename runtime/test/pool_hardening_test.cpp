@@ -5,6 +5,10 @@
 #include "hybridgen/runtime/checked.h"
 #include "hybridgen/runtime/kv_pool.h"
 
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <algorithm>
 #include <climits>
 #include <cstring>
 
@@ -176,3 +180,61 @@ TEST(PoolHardening, SequencesStopAtTheInt32LengthOfTheKernelContract) {
 }
 
 } // namespace
+
+/// Whether every page of [p, p + bytes) is resident (mincore).
+static bool resident(const void *p, size_t bytes) {
+  const size_t page = size_t(sysconf(_SC_PAGESIZE));
+  const uintptr_t begin = uintptr_t(p) / page * page;
+  const size_t pages = (uintptr_t(p) + bytes - begin + page - 1) / page;
+  std::vector<unsigned char> in(pages);
+  if (mincore(reinterpret_cast<void *>(begin), pages * page, in.data()) != 0)
+    return false;
+  for (unsigned char c : in)
+    if (!(c & 1))
+      return false;
+  return true;
+}
+
+TEST(PoolCommit, CommittedBlocksAreResidentZeroAndStillHoldTokens) {
+  PoolConfig pc;
+  pc.numLayers = 2;
+  pc.layout = test::smallLayout();
+  const size_t bb = pc.layout.blockBytes();
+  // Without a commit nothing is written at create: the first block's page is not resident.
+  auto lazy = KvPool::create(test::makeTopology("kind=dram,node=0,bandwidth=10,capacity=4MiB"), pc);
+  ASSERT_TRUE(lazy.isOk()) << lazy.status().message();
+  EXPECT_FALSE(resident((*lazy)->kBase(0), bb));
+  EXPECT_EQ((*lazy)->committedBytes(), 0u);
+
+  pc.commitBlocksPerTier = 40;
+  auto r = KvPool::create(test::makeTopology("kind=dram,node=0,bandwidth=10,capacity=4MiB"), pc);
+  ASSERT_TRUE(r.isOk()) << r.status().message();
+  KvPool &pool = **r;
+  EXPECT_EQ(pool.committedBytes(), 2u * 2u * 40u * bb); // K and V of 2 layers
+  for (int32_t l = 0; l < pool.numLayers(); ++l)
+    for (const void *base : {pool.kBase(l), pool.vBase(l)}) {
+      EXPECT_TRUE(resident(base, 40 * bb)) << "layer " << l;
+      const char *bytes = static_cast<const char *>(base);
+      EXPECT_TRUE(std::all_of(bytes, bytes + 40 * bb, [](char c) { return c == 0; }));
+    }
+  // The committed pages take tokens like any others.
+  int64_t seq = pool.createSequence();
+  std::vector<uint32_t> k, v;
+  makeTokens(pool.layout(), pool.numLayers(), 7, 0, 50, k, v);
+  ASSERT_TRUE(pool.append(seq, 50, k.data(), v.data()).isOk());
+  EXPECT_TRUE(test::verifySequence(pool, seq, 7));
+}
+
+TEST(PoolCommit, MoreThanTheMachineHoldsIsRefusedAtCreate) {
+  // A tier twice the machine's memory, committed: a clear error before any page is written, not
+  // a process killed for memory in the middle of a run.
+  PoolConfig pc;
+  pc.layout = KvLayout{8, 16, 128, DType::kF32}; // 64 KiB blocks: few ids, little bookkeeping
+  pc.commitBlocksPerTier = INT32_MAX;
+  const uint64_t machine = uint64_t(sysconf(_SC_PHYS_PAGES)) * uint64_t(sysconf(_SC_PAGESIZE));
+  std::string cfg = "kind=dram,node=0,bandwidth=10,capacity=" + std::to_string(2 * machine);
+  auto r = KvPool::create(test::makeTopology(cfg), pc);
+  ASSERT_FALSE(r.isOk());
+  EXPECT_EQ(r.status().code(), ErrorCode::kExhausted) << r.status().message();
+  EXPECT_NE(r.status().message().find("available"), std::string::npos) << r.status().message();
+}

@@ -171,6 +171,8 @@ void printSummary(const rt::model::RunnerStats &s, int64_t layers) {
     std::printf("tier %-16s %lld / %lld blocks\n", s.tierNames[t].c_str(),
                 (long long)s.tierUsedBlocks[t], (long long)s.tierCapacityBlocks[t]);
   std::printf("migrations: %lld blocks\n", (long long)s.migrations);
+  std::printf("kv pool: %.1f MiB committed at load in %.3f s (not in the prefill's time)\n",
+              double(s.kvCommittedBytes) / (1 << 20), s.kvCommitSeconds);
   if (s.gpuSide == "modelled")
     std::printf("The GPU side's time is MODELLED (H200 figures): both partials ran on the CPU (no "
                 "usable GPU, an artifact without --gpu kernels, or --gpu-tokens 0).\n");

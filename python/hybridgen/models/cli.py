@@ -41,7 +41,7 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--threads", type=int, default=None)
     run.add_argument("--kv-dtype", default=None, help="KV cache dtype (default: the model's)")
     run.add_argument("--max-context", type=int, default=None,
-                     help="KV capacity per sequence (default: what the run needs, at least 4096)")
+                     help="KV capacity per sequence (default: what the run needs)")
     run.add_argument("--gpu-tokens", type=int, default=None,
                      help="KV budget per sequence and layer of the (modelled) GPU side; the "
                           "scheduler splits attention past it (default: the Model's)")

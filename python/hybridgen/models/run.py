@@ -76,6 +76,10 @@ def print_summary(stats: dict, measured: dict, out):
         extra = f" ({steps} steps)" if steps is not None else ""
         took = f" in {secs:.3f} s" if secs is not None else ""
         print(f"{phase}: {tokens} tokens{extra}{took}, {rate:.1f} tokens/s", file=out)
+    committed, commit_s = stats.pop("kv_committed_bytes", None), stats.pop("kv_commit_seconds", None)
+    if committed is not None and commit_s is not None:
+        print(f"kv pool: {committed / 2**20:.1f} MiB committed at load in {commit_s:.3f} s "
+              "(not in the prefill's time)", file=out)
     for k, v in stats.items():
         print(f"{k.replace('_', ' ')}: {_fmt(v)}", file=out)
 
@@ -160,8 +164,9 @@ def run_text(args, out=None, err=None) -> int:
                                ("map_weights", getattr(args, "map_weights", None)),
                                ("bf16_dot_rounded", getattr(args, "bf16_dot_rounded", None)))
              if v is not None}
+    # The pool is committed at load (every block it can use), so it is sized for this run only.
     m = Model(args.model, kv_dtype=args.kv_dtype, threads=args.threads, policy=args.policy,
-              batch=args.batch, max_context=args.max_context or max(4096, need), **extra)
+              batch=args.batch, max_context=args.max_context or need, **extra)
     vocab = int(m.config["vocab_size"])
     if ids and (min(ids) < 0 or max(ids) >= vocab):
         raise ModelError(f"run: prompt token ids must be in [0, {vocab})")

@@ -67,6 +67,8 @@ Status ModelRunner::reset() {
   m.stats = RunnerStats();
   m.stats.policy = kept.policy;
   m.stats.gpuSide = kept.gpuSide;
+  m.stats.kvCommittedBytes = kept.kvCommittedBytes;
+  m.stats.kvCommitSeconds = kept.kvCommitSeconds;
   return Status::ok();
 }
 

@@ -314,10 +314,15 @@ Result<std::unique_ptr<ModelRunner>> ModelRunner::open(const std::string &artifa
   PoolConfig poolCfg;
   poolCfg.numLayers = int32_t(c.layers);
   poolCfg.layout = layout;
+  // Every block batch x maxContext can use, written now: the first prefill then pays no page
+  // faults, and a machine without the memory says so here.
+  poolCfg.commitBlocksPerTier = int64_t(options.batch) * (blocksPerSeq + 1);
   Result<std::unique_ptr<KvPool>> pool = KvPool::create(*topo, poolCfg);
   if (!pool)
     return pool.status();
   impl->pool = std::move(*pool);
+  impl->stats.kvCommittedBytes = impl->pool->committedBytes();
+  impl->stats.kvCommitSeconds = impl->pool->commitSeconds();
   for (int32_t b = 0; b < options.batch; ++b)
     impl->sequences.push_back(impl->pool->createSequence());
 

@@ -24,6 +24,13 @@ struct PoolConfig {
   /// With an HBM tier in device memory: page-lock the host tiers' ranges (cuMemHostRegister) so
   /// migrations to and from HBM are DMA. This commits every host tier's pages up front.
   bool pinHostTiers = true;
+  /// Blocks of each host tier, from its first id (the ones handed out first), whose pages are
+  /// written at create under the tier's NUMA binding; 0 (the default) leaves every page to fault
+  /// in on first use. The model runner commits what batch x maxContext can use, so the page
+  /// faults, and the kernel's zeroing of each fresh 2 MiB page, happen at load instead of inside
+  /// the first prefill (on a VM guest whose host backs fresh memory slowly that was ~1 s of a
+  /// 37-token prefill), and a pool larger than the memory available is refused at create.
+  int64_t commitBlocksPerTier = 0;
 };
 
 struct TierUsage {
@@ -81,6 +88,10 @@ public:
   int32_t numLayers() const { return cfg_.numLayers; }
   int64_t numBlocks() const { return totalBlocks_; } // array extent, including alignment gaps
   const Topology &topology() const { return topo_; }
+  /// What PoolConfig::commitBlocksPerTier wrote at create: bytes (K and V of every layer) and
+  /// seconds.
+  uint64_t committedBytes() const { return committedBytes_; }
+  double commitSeconds() const { return commitSeconds_; }
   // Out-of-range tiers/blocks read as empty/free (-1, zeros), never as undefined behaviour.
   int32_t tierOfBlock(int32_t block) const;
   TierUsage tierUsage(int32_t tier) const;
@@ -106,6 +117,8 @@ private:
   bool validTier(int32_t t) const { return t >= 0 && size_t(t) < free_.size(); }
   bool validBlock(int32_t b) const { return b >= 0 && int64_t(b) < totalBlocks_; }
   Status init();
+  /// Writes the pages of blocks [first, first + count) of every layer's K and V arrays.
+  Status commitBlocks(int64_t first, int64_t count);
   Result<int32_t> allocBlock(int32_t preferredOrderStart);
   /// The block table of |seq| if |layer| and tokens [pos, pos+n) exist, else the error.
   Result<const std::vector<int32_t> *> tokenBlocks(int64_t seq, int32_t layer, int64_t pos,
@@ -137,6 +150,8 @@ private:
   std::unordered_map<int64_t, Sequence> seqs_;
   int64_t nextSeq_ = 0;
   int64_t migrations_ = 0;
+  uint64_t committedBytes_ = 0;
+  double commitSeconds_ = 0;
 };
 
 } // namespace hybridgen::rt

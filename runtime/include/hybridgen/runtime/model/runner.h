@@ -57,6 +57,10 @@ struct RunnerStats {
   /// Where the GPU side ran: "cuda: <device>" (kernels on the device, CUDA-event times) or
   /// "modelled" (on the CPU, time from H200 figures).
   std::string gpuSide = "modelled";
+  /// The KV pool's host memory written at open (every block batch x maxContext can use), and how
+  /// long that took: page faults kept out of the prefill's time.
+  uint64_t kvCommittedBytes = 0;
+  double kvCommitSeconds = 0;
   double prefillTokensPerSecond() const { return prefillSeconds > 0 ? prefillTokens / prefillSeconds : 0; }
   double decodeTokensPerSecond() const { return decodeSeconds > 0 ? decodeTokens / decodeSeconds : 0; }
 };
