@@ -11,7 +11,10 @@
 // the array size), tile=1 (read V in 4 column passes of 16 rows x 128 bytes, as the kernel's
 // column-tiled V accumulation does, instead of line by line), pf=<bytes> and loc=0..3 (a software
 // prefetch that far ahead, locality as __builtin_prefetch), touch=1 (prefetch V line by line,
-// locality 2, while K is read), passes=N (re-read each chunk N more times, from cache).
+// locality 2, while K is read), passes=N (re-read each chunk N more times, from cache), pfv=0 (the
+// pf prefetch in K's chunks only, as the transposed kernel's logits ask for the far K rows and p.V
+// asks for nothing), half=1 (K's lines as two 32-byte loads widened from bf16, FMAS each, as the
+// transposed K columns), bubble=N (N FMAs with no loads between a K and a V chunk, the softmax).
 // Prints GB/s of K+V read, best of 3 passes over both arrays.
 #include <immintrin.h>
 #include <stdio.h>
@@ -27,7 +30,7 @@ static double now(void) {
 }
 
 typedef struct {
-  int fmas, tile, touch, passes, loc;
+  int fmas, tile, touch, passes, loc, pfv, half, bubble;
   size_t chunk, pf;
 } Pattern;
 
@@ -65,9 +68,21 @@ __attribute__((noinline)) static float run(const char *k, const char *v, size_t 
   for (size_t c = 0; c < n; c += p->chunk)
     for (int isV = 0; isV < 2; ++isV) {
       const char *base = isV ? v : k;
+      // A stretch of math with no loads between a K and a V chunk, as the softmax between the
+      // logits and p.V: |bubble| FMAs on 4 chains, fed by the K math and feeding the V math.
+      if (isV && p->bubble) {
+        __m512 b0 = a0, b1 = a1, b2 = a2, b3 = a3;
+        for (int i = 0; i < p->bubble; i += 4) {
+          b0 = _mm512_fmadd_ps(b0, q, q);
+          b1 = _mm512_fmadd_ps(b1, q, q);
+          b2 = _mm512_fmadd_ps(b2, q, q);
+          b3 = _mm512_fmadd_ps(b3, q, q);
+        }
+        a4 = _mm512_add_ps(a4, _mm512_min_ps(_mm512_add_ps(b0, b1), _mm512_add_ps(b2, b3)));
+      }
       const unsigned *order = kOrder[isV && p->tile];
       for (int pass = 0; pass <= p->passes; ++pass) {
-        const int pf = pass == 0 && p->pf, touch = pass == 0 && !isV && p->touch;
+        const int pf = pass == 0 && p->pf && (!isV || p->pfv), touch = pass == 0 && !isV && p->touch;
         for (size_t piece = 0; piece < p->chunk; piece += 8192)
           for (size_t i = 0; i < 128 && piece + i * 64 < p->chunk; ++i) {
             size_t o = c + piece + (p->chunk >= 8192 ? order[i] : i * 64);
@@ -75,12 +90,20 @@ __attribute__((noinline)) static float run(const char *k, const char *v, size_t 
               prefetch(base + o + p->pf, p->loc);
             if (touch)
               prefetch(v + o, 2);
-            __m512 x = _mm512_load_ps((const float *)(base + o));
-            if (!p->fmas)
-              a0 = _mm512_add_ps(a0, x);
-            for (int f = 0; f < p->fmas; f += 8) {
-              STEP(0, a0) STEP(1, a1) STEP(2, a2) STEP(3, a3) STEP(4, a4) STEP(5, a5) STEP(6, a6)
-              STEP(7, a7)
+            for (int h = 0; h <= (p->half && !isV); ++h) {
+              __m512 x;
+              if (p->half) // 16 bf16 (32 bytes) widened to f32, as the transposed K column
+                x = _mm512_castsi512_ps(_mm512_slli_epi32(
+                    _mm512_cvtepu16_epi32(_mm256_load_si256((const __m256i *)(base + o + 32 * h))),
+                    16));
+              else
+                x = _mm512_load_ps((const float *)(base + o));
+              if (!p->fmas)
+                a0 = _mm512_add_ps(a0, x);
+              for (int f = 0; f < p->fmas; f += 8) {
+                STEP(0, a0) STEP(1, a1) STEP(2, a2) STEP(3, a3) STEP(4, a4) STEP(5, a5) STEP(6, a6)
+                STEP(7, a7)
+              }
             }
           }
       }
@@ -105,6 +128,8 @@ int main(int argc, char **argv) {
   }
   Pattern p = {atoi(argv[1]), (int)option(argc, argv, "tile", 0), (int)option(argc, argv, "touch", 0),
                (int)option(argc, argv, "passes", 0), (int)option(argc, argv, "loc", 3),
+               (int)option(argc, argv, "pfv", 1), (int)option(argc, argv, "half", 0),
+               (int)option(argc, argv, "bubble", 0),
                (size_t)atol(argv[2]), (size_t)option(argc, argv, "pf", 0)};
   makeOrders();
   size_t n = (size_t)option(argc, argv, "mib", 64) << 20;
@@ -134,7 +159,8 @@ int main(int argc, char **argv) {
     t = now() - t;
     best = t < best ? t : best;
   }
-  printf("fmas=%d chunk=%zu tile=%d touch=%d passes=%d pf=%zu loc=%d dist=%zu: %.1f GB/s (%g)\n",
-         p.fmas, p.chunk, p.tile, p.touch, p.passes, p.pf, p.loc, dist, 2.0 * n / best / 1e9, sink);
+  printf("fmas=%d chunk=%zu tile=%d touch=%d passes=%d pf=%zu loc=%d pfv=%d half=%d bubble=%d "
+         "dist=%zu: %.1f GB/s (%g)\n",
+         p.fmas, p.chunk, p.tile, p.touch, p.passes, p.pf, p.loc, p.pfv, p.half, p.bubble, dist, 2.0 * n / best / 1e9, sink);
   return 0;
 }
