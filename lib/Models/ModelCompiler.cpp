@@ -48,8 +48,9 @@ std::string resolveWeightDtype(const std::string &requested, const std::string &
 /// products on transposed K; 9: decode's matmuls with wide input rows read 8 (AVX-512) or 4
 /// output rows side by side outside Intel; 10: transposed K's prefetches spread over the piece on
 /// Zen 4, and with bf16_dot_rounded the logits' dot products on q rounded once; 11: transposed
-/// K's far prefetch asks for V only for pieces under 4 KiB).
-constexpr int kGeneratorVersion = 11;
+/// K's far prefetch asks for V only for pieces under 4 KiB; 12: the first token group of wide-row
+/// matmul tiles prefetches its weight rows on Intel).
+constexpr int kGeneratorVersion = 12;
 
 /// Whether the artifact's kernels read K transposed (see ModelCompileOptions::kTransposed): not
 /// with GPU kernels, which read K row-major.
