@@ -209,9 +209,9 @@ static void emitVectorMatmuls(FunctionWriter &f, const std::string &in, int64_t 
       // Wide rows (no |prefetch|) on targets that ask for the row prefetch: the first group of
       // token rows asks for each weight row rowAhead bytes ahead into L2, as decode's row loop
       // does (the later groups find the rows in cache). Emerald Rapids, the 2-layer Llama-3-8B
-      // shape (rows of 4096 and 14336 bf16), batch-4 decode at 1K and 8K, 1 and 2 threads, 3
-      // interleaved rounds: 17.5-37.3 -> 21.1-44.2 tokens/s (+17-27%), 0.56-0.66 -> 0.71-0.73
-      // of the roof; 512-token prefill level (51.8 -> 53.9, 115.5 -> 119.8).
+      // shape (rows of 4096 and 14336 bf16), batch-4 decode at 1K-64K, 1 and 2 threads, 3
+      // rounds in turn: +4-27% tokens/s, 0.56-0.70 -> 0.71-0.75 of the roof; 512-token prefill
+      // level (docs/models.md, "Matmul prefetch").
       const bool tilePf = !prefetch && rowAhead > 0;
       if (tilePf)
         b << "        %tfirst = arith.cmpi eq, %m0, " << c0 << " : index\n";

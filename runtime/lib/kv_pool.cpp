@@ -122,7 +122,7 @@ Status KvPool::init() {
   const long physPages = sysconf(_SC_PHYS_PAGES);
   if (physPages > 0 && bookkeeping > size_t(physPages) * page / 4)
     return exhausted("pool: " + std::to_string(totalBlocks_) + " block ids need " +
-                     std::to_string(bookkeeping >> 20) + " MiB of bookkeeping, more than a quarter "
+                     mib(bookkeeping) + " of bookkeeping, more than a quarter "
                      "of this machine's memory; raise blockSize or lower the tier capacities");
   mapBytes_ = (arrayBytes + page - 1) / page * page;
   for (int32_t layer = 0; layer < cfg_.numLayers; ++layer) {
