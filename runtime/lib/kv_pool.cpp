@@ -15,6 +15,7 @@
 #include <new>
 #include <numeric>
 #include <string>
+#include <utility>
 
 #ifndef MADV_POPULATE_WRITE
 #define MADV_POPULATE_WRITE 23 // Linux 5.14; older headers lack the name
@@ -169,24 +170,23 @@ Status KvPool::init() {
   if (cfg_.commitBlocksPerTier <= 0)
     return Status::ok();
   // Commit the first blocks of every host tier (device tiers hold their blocks in device memory).
+  std::vector<std::pair<int64_t, int64_t>> ranges; // (first block id, blocks) per host tier
   uint64_t want = 0;
-  for (int32_t t = 0; t < nt; ++t)
-    if (!mem_[size_t(t)]->onDevice())
-      want += perBlock * uint64_t(std::min(tierCount_[size_t(t)], cfg_.commitBlocksPerTier));
+  for (int32_t t = 0; t < nt; ++t) {
+    if (mem_[size_t(t)]->onDevice())
+      continue;
+    ranges.emplace_back(tierFirst_[size_t(t)], std::min(tierCount_[size_t(t)], cfg_.commitBlocksPerTier));
+    want += perBlock * uint64_t(ranges.back().second);
+  }
   const uint64_t available = availableMemoryBytes();
   if (available > 0 && want > available)
     return exhausted("pool: the KV cache needs " + mib(want) + " (K and V of " +
                      std::to_string(cfg_.numLayers) + " layers) but only " + mib(available) +
                      " of memory is available; lower the context length or the batch");
   const auto start = std::chrono::steady_clock::now();
-  for (int32_t t = 0; t < nt; ++t) {
-    if (mem_[size_t(t)]->onDevice())
-      continue;
-    if (Status s = commitBlocks(tierFirst_[size_t(t)],
-                                std::min(tierCount_[size_t(t)], cfg_.commitBlocksPerTier));
-        !s)
+  for (auto [first, count] : ranges)
+    if (Status s = commitBlocks(first, count); !s)
       return s;
-  }
   committedBytes_ = want;
   commitSeconds_ = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   return Status::ok();
