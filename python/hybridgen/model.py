@@ -3,6 +3,7 @@
     m = hybridgen.Model("path/to/model_dir")           # compiled on first use, then cached
     logits = m.prefill(np.array([[1, 2, 3]], np.int32)) # [batch, vocab]
     tokens = m.generate(ids, 16, on_token=print)       # greedy, list per sequence
+    tokens = m.generate(ids, 16, temperature=0.8, top_p=0.95, seed=1)  # sampled, reproducible
     m.stats()                                          # tokens/s, split per layer, tiers, migrations
 
 The native ModelRunner (runtime, no MLIR) does the work: it maps the weights, owns the KV pool and
@@ -15,7 +16,7 @@ from __future__ import annotations
 
 import json
 import os
-from typing import Callable, List, Optional, Sequence
+from typing import Callable, Iterable, List, Optional, Sequence
 
 import numpy as np
 
@@ -101,6 +102,12 @@ class Model:
         """Drops every sequence's KV cache (and the statistics)."""
         self._runner.reset()
 
+    def truncate(self, length: int) -> None:
+        """Keeps the first |length| tokens of every sequence's KV cache and drops the rest: a
+        shared prefix (a chat's history, a long document asked several questions) is then reused,
+        not prefilled again. ArgumentError, nothing changed, when a sequence is shorter."""
+        self._runner.truncate(int(length))
+
     def _ids(self, ids, ndim: int, what: str) -> np.ndarray:
         arr = np.ascontiguousarray(np.asarray(ids), dtype=np.int32) if np.asarray(ids).dtype.kind \
             in "iu" else None
@@ -120,27 +127,58 @@ class Model:
         """One new token per sequence (ids [batch]); float32 logits [batch, vocab]."""
         return self._runner.decode(self._ids(ids, 1, "decode"))
 
+    def sampler(self, *, temperature: float = 0.0, top_k: int = 0, top_p: float = 1.0,
+                min_p: float = 0.0, repetition_penalty: float = 1.0, seed: int = 0):
+        """The runtime's token sampler for this model's batch and vocabulary (hybridgen-run's
+        code): `next(logits [batch, vocab])` gives one token per sequence and remembers it for the
+        repetition penalty; `observe(seq, ids)` adds a prompt. temperature 0 is greedy (the first
+        largest logit); otherwise a draw from softmax(logits / temperature) after top-k, top-p
+        (nucleus) and min-p, in that order, from sequence b's own stream seeded by (seed, b).
+        repetition_penalty is Hugging Face's (a seen token's logit divided by it when positive,
+        multiplied when negative). Bad values raise ArgumentError naming the option."""
+        return _native.Sampler(self.batch, int(self.config["vocab_size"]),
+                               temperature=float(temperature), top_k=int(top_k),
+                               top_p=float(top_p), min_p=float(min_p),
+                               repetition_penalty=float(repetition_penalty), seed=int(seed))
+
     def generate(self, ids, max_new_tokens: int, *,
-                 on_token: Optional[Callable[[List[int]], None]] = None) -> List[List[int]]:
-        """Greedy: prefill |ids| ([batch, T], or [T] for batch 1), then |max_new_tokens| tokens per
-        sequence; |on_token| gets each step's tokens (one per sequence) as they come."""
+                 on_token: Optional[Callable[[List[int]], None]] = None,
+                 temperature: float = 0.0, top_k: int = 0, top_p: float = 1.0, min_p: float = 0.0,
+                 repetition_penalty: float = 1.0, seed: int = 0,
+                 eos_token_ids: Iterable[int] = ()) -> List[List[int]]:
+        """Prefills |ids| ([batch, T], or [T] for batch 1), then generates up to |max_new_tokens|
+        tokens per sequence: greedy by default, sampled with temperature > 0 (see sampler(); the
+        prompt counts for the repetition penalty). A sequence that produces one of
+        |eos_token_ids| ends there (the id kept); generation stops when all have. |on_token|
+        gets each step's tokens (one per sequence, finished ones included) as they come."""
         arr = np.asarray(ids)
         if arr.ndim == 1 and self.batch == 1:
             arr = arr[None, :]
         if int(max_new_tokens) < 0:
             raise ArgumentError("generate: max_new_tokens must be >= 0")
+        pick = self.sampler(temperature=temperature, top_k=top_k, top_p=top_p, min_p=min_p,
+                            repetition_penalty=repetition_penalty, seed=seed)
+        prompt = self._ids(arr, 2, "generate")
         out: List[List[int]] = [[] for _ in range(self.batch)]
         if max_new_tokens == 0:
             return out
-        logits = self.prefill(arr)
+        for b in range(self.batch):
+            pick.observe(b, prompt[b])
+        eos = {int(t) for t in eos_token_ids}
+        done = [False] * self.batch
+        logits = self.prefill(prompt)
         for step in range(int(max_new_tokens)):
             if step:
                 logits = self.decode(np.asarray(nxt, dtype=np.int32))
-            nxt = [int(t) for t in np.argmax(logits, axis=-1)]
+            nxt = pick.next(logits)
             for b, t in enumerate(nxt):
-                out[b].append(t)
+                if not done[b]:
+                    out[b].append(t)
+                    done[b] = t in eos
             if on_token is not None:
                 on_token(nxt)
+            if all(done):
+                break
         return out
 
     def sequence_lengths(self) -> List[int]:

@@ -3,9 +3,11 @@
 #include "bindings.h"
 
 #include "hybridgen/runtime/model/runner.h"
+#include "hybridgen/runtime/model/sampler.h"
 
 #include <nanobind/ndarray.h>
 #include <nanobind/stl/string.h>
+#include <nanobind/stl/pair.h>
 #include <nanobind/stl/vector.h>
 
 #include <memory>
@@ -18,7 +20,9 @@ namespace hybridgen::python {
 namespace {
 
 using rt::model::ModelRunner;
+using rt::model::Sampler;
 using IdArray = nb::ndarray<const int32_t, nb::c_contig, nb::device::cpu>;
+using LogitArray = nb::ndarray<const float, nb::c_contig, nb::device::cpu>;
 
 nb::object toNumpy(std::vector<float> &&values, std::vector<size_t> shape) {
   auto *heap = new std::vector<float>(std::move(values));
@@ -90,6 +94,9 @@ void bindModelRunner(nb::module_ &m) {
       .def_prop_ro("kv_dtype", [](RunnerHandle &h) { return h.runner->kvDtype(); })
       .def("reset", [](RunnerHandle &h) { rt::throwIfError(h.runner->reset()); })
       .def(
+          "truncate", [](RunnerHandle &h, int64_t length) { rt::throwIfError(h.runner->truncate(length)); },
+          nb::arg("length"))
+      .def(
           "prefill",
           [](RunnerHandle &h, IdArray ids, bool allLogits) {
             if (ids.ndim() != 2 || int64_t(ids.shape(0)) != h.runner->batch())
@@ -125,6 +132,56 @@ void bindModelRunner(nb::module_ &m) {
       .def("stats", [](RunnerHandle &h) { return statsDict(h.runner->stats()); })
       .def("trace_csv", [](RunnerHandle &h) { return h.runner->traceCsv(); })
       .def("weight_bytes_per_step", [](RunnerHandle &h) { return h.runner->weightBytesPerStep(); });
+
+  // The runtime's Sampler (the same code as hybridgen-run's): hybridgen.Model.sampler() builds it.
+  nb::class_<Sampler>(m, "Sampler")
+      .def(
+          "__init__",
+          [](Sampler *self, int64_t batch, int64_t vocab, double temperature, int64_t topK,
+             double topP, double minP, double repetitionPenalty, uint64_t seed) {
+            rt::model::SamplingOptions o;
+            o.temperature = temperature;
+            o.topK = topK;
+            o.topP = topP;
+            o.minP = minP;
+            o.repetitionPenalty = repetitionPenalty;
+            o.seed = seed;
+            new (self) Sampler(Sampler::create(o, batch, vocab).valueOrThrow());
+          },
+          nb::arg("batch"), nb::arg("vocab"), nb::arg("temperature") = 0.0, nb::arg("top_k") = 0,
+          nb::arg("top_p") = 1.0, nb::arg("min_p") = 0.0, nb::arg("repetition_penalty") = 1.0,
+          nb::arg("seed") = 0)
+      .def(
+          "observe",
+          [](Sampler &s, int64_t seq, IdArray ids) {
+            if (ids.ndim() != 1)
+              throwArgument("Sampler.observe: ids must be int32 [T]");
+            rt::throwIfError(s.observe(seq, ids.data(), int64_t(ids.shape(0))));
+          },
+          nb::arg("seq"), nb::arg("ids"))
+      .def(
+          "next",
+          [](Sampler &s, LogitArray logits) {
+            if (logits.ndim() != 2 || int64_t(logits.shape(0)) != s.batch() ||
+                int64_t(logits.shape(1)) != s.vocab())
+              throwArgument("Sampler.next: logits must be float32 [batch=" +
+                            std::to_string(s.batch()) + ", vocab=" + std::to_string(s.vocab()) +
+                            "]");
+            return s.next(logits.data()).valueOrThrow();
+          },
+          nb::arg("logits"))
+      .def(
+          "distribution",
+          [](Sampler &s, int64_t seq, LogitArray row) {
+            if (row.ndim() != 1 || int64_t(row.shape(0)) != s.vocab())
+              throwArgument("Sampler.distribution: logits must be float32 [vocab=" +
+                            std::to_string(s.vocab()) + "]");
+            return s.distribution(seq, row.data()).valueOrThrow();
+          },
+          nb::arg("seq"), nb::arg("logits"),
+          "[(token, probability)] a draw for sequence |seq| can reach, in id order; draws nothing")
+      .def_prop_ro("batch", &Sampler::batch)
+      .def_prop_ro("vocab", &Sampler::vocab);
 }
 
 } // namespace hybridgen::python

@@ -523,3 +523,185 @@ def test_k_row_major_and_transposed_artifacts_agree_and_are_recorded(built, tmp_
         g = hg.Model(path, max_context=64, weights=str(model_dir))
         outs[name] = g.generate(ids[:9], max_new_tokens=6)
     assert list(outs["kt"]) == list(outs["rows"])
+
+
+def _reference_walk(cfg, weights, ids, n, pick):
+    """|n| tokens of the float64 reference model, each chosen by pick(logits float64 [vocab])."""
+    ref = models.Reference(cfg, weights)
+    cache = ref.new_cache()
+    logits = ref.forward(ids, cache)[-1]
+    out = []
+    for _ in range(n):
+        out.append(int(pick(logits)))
+        logits = ref.forward([out[-1]], cache)[-1]
+    return out
+
+
+SAMPLING = dict(temperature=0.9, top_k=40, top_p=0.9, min_p=0.02, seed=11)
+
+
+@pytest.mark.parametrize("arch", ("llama3", "opt"))
+def test_sampled_tokens_are_the_reference_logits_through_the_same_sampler(built, arch):
+    # The compiled model's sampled tokens under every policy equal the float64 reference's logits
+    # fed to the same seeded sampler: a draw could differ only where it falls within rounding
+    # (~1e-5) of a boundary between two tokens' probability mass.
+    model_dir, cfg, weights, art = built(arch)
+    ids = prompt(12, cfg["vocab_size"], seed=6)
+    m = hg.Model(art, policy="feedback", max_context=64, weights=str(model_dir))
+    sampler = m.sampler(**SAMPLING)
+    sampler.observe(0, ids)
+    want = _reference_walk(cfg, weights, ids, 12,
+                           lambda lg: sampler.next(lg.astype(np.float32)[None, :])[0])
+    for policy in POLICIES:
+        m = hg.Model(art, policy=policy, max_context=64, weights=str(model_dir))
+        assert m.generate(ids, 12, **SAMPLING)[0] == want, policy
+    # Sampling really happened: greedy gives other tokens, and so does another seed.
+    m.reset()
+    assert m.generate(ids, 12)[0] != want
+    m.reset()
+    assert m.generate(ids, 12, **{**SAMPLING, "seed": 12})[0] != want
+
+
+def test_repetition_penalty_follows_hugging_face_when_greedy(built):
+    # The penalty written out here in numpy, as transformers' RepetitionPenaltyLogitsProcessor
+    # applies it: every token already in the sequence (prompt and generated) once.
+    model_dir, cfg, weights, art = built("llama3")
+    ids = prompt(6, cfg["vocab_size"], seed=8)
+    # The prompt ends with its own greedy continuation, so the penalty on prompt tokens matters.
+    ids = np.concatenate([ids, models.greedy(models.Reference(cfg, weights), ids, 4)]).astype(np.int32)
+    seen = set(int(t) for t in ids)
+
+    def penalized_argmax(logits, penalty=1.8):
+        lg = logits.copy()
+        for t in seen:
+            lg[t] = lg[t] / penalty if lg[t] > 0 else lg[t] * penalty
+        t = int(np.argmax(lg))
+        seen.add(t)
+        return t
+
+    want = _reference_walk(cfg, weights, ids, 16, penalized_argmax)
+    m = hg.Model(art, policy="static:8", max_context=64, weights=str(model_dir))
+    got = m.generate(ids, 16, repetition_penalty=1.8)[0]
+    assert got == want
+    m.reset()
+    assert got != m.generate(ids, 16)[0]  # the penalty changed something
+
+
+def test_generate_stops_each_sequence_at_eos_and_checks_the_sampling_options(built):
+    model_dir, cfg, weights, art = built("qwen2")
+    a, b = prompt(8, cfg["vocab_size"], 1), prompt(8, cfg["vocab_size"], 2)
+    m = hg.Model(art, batch=2, policy="static:4", max_context=64, weights=str(model_dir))
+    free = m.generate(np.stack([a, b]), 6)
+    m.reset()
+    eos = free[0][2]  # sequence 0's third token ends it; sequence 1 runs on unless it meets it
+    got = m.generate(np.stack([a, b]), 6, eos_token_ids=[eos])
+    assert got[0] == free[0][:3]
+    cut = free[1].index(eos) + 1 if eos in free[1] else 6
+    assert got[1] == free[1][:cut]
+    for bad, needle in ((dict(temperature=-1), "temperature"), (dict(top_p=0.0), "top_p"),
+                        (dict(top_k=-1), "top_k"), (dict(min_p=1.5), "min_p"),
+                        (dict(repetition_penalty=0), "repetition_penalty")):
+        with pytest.raises(hg.ArgumentError, match=needle):
+            m.generate(np.stack([a, b]), 2, **bad)
+    s = m.sampler(temperature=1.0)
+    with pytest.raises(hg.ArgumentError, match="batch=2"):
+        s.next(np.zeros((1, cfg["vocab_size"]), np.float32))
+    with pytest.raises(hg.ArgumentError, match="outside"):
+        s.observe(0, np.array([cfg["vocab_size"]], np.int32))
+    nan = np.zeros((2, cfg["vocab_size"]), np.float32)
+    nan[1, 3] = np.nan
+    with pytest.raises(hg.ArgumentError, match="sequence 1 hold NaN"):
+        s.next(nan)
+
+
+def test_sampler_frequencies_follow_the_filtered_softmax():
+    # Through the Python binding, against probabilities computed here: temperature, top-k, top-p
+    # and min-p together. 6 degrees of freedom at most; the 1e-6 tail of chi2(6) is ~36.
+    logits = np.array([[1.2, -0.4, 2.0, 0.3, 1.9, -2.0, 0.8, 0.0, -np.inf, 1.0]], np.float32)
+    t, k, p, mp = 0.8, 6, 0.85, 0.05
+    s = hg._native.Sampler(1, 10, temperature=t, top_k=k, top_p=p, min_p=mp, seed=2)
+    n = 20000
+    counts = np.bincount([s.next(logits)[0] for _ in range(n)], minlength=10)
+    w = np.exp((logits[0].astype(np.float64) - logits.max()) / t)
+    order = np.argsort(-w, kind="stable")[:k]               # top-k
+    cum = np.cumsum(w[order]) / w[order].sum()
+    order = order[:int(np.searchsorted(cum, p) + 1)]         # top-p: first prefix reaching p
+    order = order[w[order] >= mp]                            # min-p (the best has weight 1)
+    expect = np.zeros(10)
+    expect[order] = w[order] / w[order].sum()
+    assert counts[expect == 0].sum() == 0
+    e = n * expect[expect > 0]
+    chi = float(((counts[expect > 0] - e) ** 2 / e).sum())
+    assert chi < 36, (counts, expect)
+
+
+def test_hybridgen_run_samples_as_model_generate_does(built):
+    # hybridgen-run's ModelRunner::generate and Python's Model.generate loop share the sampler:
+    # the same options and seed give the same tokens; a seed repeats a run.
+    import subprocess
+    from pathlib import Path
+    model_dir, cfg, weights, art = built("llama3")
+    tool = Path(hg.__file__).resolve().parents[2] / "bin" / "hybridgen-run"
+    ids = prompt(10, cfg["vocab_size"], 10)
+
+    def run(*flags):
+        out = subprocess.run([str(tool), art, "--prompt-ids", ",".join(map(str, ids)),
+                              "--max-new-tokens", "8", "--policy", "static:4", *flags],
+                             capture_output=True, text=True, timeout=120)
+        assert out.returncode == 0, out.stderr
+        lines = out.stdout.splitlines()
+        return [int(t) for t in lines[lines.index("== generated token ids:") + 1].split()], out.stdout
+
+    flags = ("--temperature", "0.9", "--top-k", "40", "--top-p", "0.95",
+             "--repetition-penalty", "1.3", "--seed", "5")
+    first, stdout = run(*flags)
+    assert "sampled, temperature 0.9, top-k 40, top-p 0.95" in stdout and "seed 5" in stdout
+    assert run(*flags)[0] == first
+    m = hg.Model(art, policy="static:4", max_context=64, weights=str(model_dir))
+    assert m.generate(ids, 8, temperature=0.9, top_k=40, top_p=0.95, repetition_penalty=1.3,
+                      seed=5)[0] == first
+    assert run(*flags[:-1], "6")[0] != first
+    for bad, needle in ((("--top-p", "2"), "top_p must be in (0, 1]"),
+                        (("--temperature", "warm"), "--temperature needs a number"),
+                        (("--seed", "-1"), "--seed needs a non-negative integer"),
+                        (("--seed", "99999999999999999999"), "--seed must fit 64 bits")):
+        out = subprocess.run([str(tool), art, "--context", "4", *bad], capture_output=True,
+                             text=True, timeout=60)
+        assert out.returncode != 0 and needle in out.stderr, (bad, out.stderr)
+
+
+@pytest.mark.parametrize("tiers", ("dram", "hbm+dram"))
+def test_truncate_keeps_a_prefix_whose_continuation_matches_the_reference(built, monkeypatch, tiers):
+    # A document, a first question and its answer, then back to the document and a second
+    # question: the logits are those of the document followed by the second question alone.
+    gpu_tokens = 0
+    if tiers == "hbm+dram":
+        monkeypatch.setenv("HYBRIDGEN_TIERS", "name=hbm,kind=hbm,capacity=64KiB,bandwidth=4800,"
+                           "emulated=1;name=dram,kind=dram,node=0,capacity=64MiB,bandwidth=40")
+        gpu_tokens = 16
+    model_dir, cfg, weights, art = built("llama3")
+    V = cfg["vocab_size"]
+    doc, q1, q2 = prompt(30, V, 20), prompt(6, V, 21), prompt(9, V, 22)
+    m = hg.Model(art, policy="feedback", max_context=64, weights=str(model_dir),
+                 gpu_tokens=gpu_tokens)
+    m.prefill(doc[None])
+    logits = m.prefill(q1[None])
+    for _ in range(3):
+        logits = m.decode(np.array([int(np.argmax(logits[0]))], np.int32))
+    assert m.sequence_lengths() == [39]
+    m.truncate(30)
+    assert m.sequence_lengths() == [30]
+    got = m.prefill(q2[None], all_logits=True)[0]
+    ref = models.forward(cfg, weights, np.concatenate([doc, q2]))
+    assert rel_err(got, ref[30:]) <= TOL
+    nxt = int(np.argmax(ref[-1]))
+    ref2 = models.forward(cfg, weights, np.concatenate([doc, q2, [nxt]]))
+    assert rel_err(m.decode(np.array([nxt], np.int32))[0], ref2[-1]) <= TOL
+    # Out of range: an error that changes nothing; 0 empties the cache.
+    for bad in (41, -1):
+        with pytest.raises(hg.ArgumentError, match="truncate: cannot keep"):
+            m.truncate(bad)
+    assert m.sequence_lengths() == [40]
+    m.truncate(0)
+    assert m.sequence_lengths() == [0]
+    assert rel_err(m.prefill(q2[None], all_logits=True)[0], models.forward(cfg, weights, q2)) <= TOL

@@ -74,6 +74,24 @@ def test_every_policy_gives_the_same_tokens(tiny, policy, flags):
     assert policy.split(":")[0] in r.stdout.split("--- summary ---", 1)[1]
 
 
+def test_sampling_flags_repeat_with_a_seed_and_match_model_generate(tiny):
+    model, art, _, _, codec = tiny
+    flags = ("--temperature", 1.1, "--top-p", 0.95, "--seed", 3)
+    base = (art, "--tokenizer", model, "--prompt", "the he the", "--max-new-tokens", 10, "--show-ids")
+    r = _cli(*base, *flags)
+    assert r.returncode == 0, r.stderr
+    assert _ids(_cli(*base, *flags).stdout) == _ids(r.stdout)
+    # The CLI's tokens are Model.generate's with the same options (and the tokenizer's eos).
+    m = hg.Model(art, max_context=64)
+    want = m.generate(codec.encode("the he the"), 10, temperature=1.1, top_p=0.95, seed=3,
+                      eos_token_ids=codec.eos_token_ids)[0]
+    assert _ids(r.stdout) == want
+    assert _ids(r.stdout) != _reference(tiny, codec.encode("the he the"), 10)  # not greedy
+    bad = _cli(*base, "--top-p", 0)
+    assert bad.returncode == 1 and "top_p must be in (0, 1]" in bad.stderr
+    assert "Traceback" not in bad.stderr
+
+
 def test_batch_and_synthetic_context(tiny):
     _, art, cfg, _, _ = tiny
     prompt = [5, 9, 40, 7]
@@ -160,3 +178,43 @@ def test_gpu_budget_splits_attention_and_keeps_the_tokens(tiny):
     assert _ids(r.stdout) == _reference(tiny, prompt, 5)
     split = next(ln for ln in r.stdout.splitlines() if ln.startswith("split per layer:"))
     assert split != "split per layer: [0, 0]", split  # the CPU side took the tokens past the budget
+
+
+def test_chat_session_reuses_the_history_and_answers_as_the_reference(tiny):
+    from hybridgen.models.chat import ChatSession
+
+    model, art, cfg, w, codec = tiny
+    m = hg.Model(art, max_context=256)
+    session = ChatSession(m, codec, max_new_tokens=6)
+    first = session.reply("he the")
+    assert first.reused == 0 and first.prefilled == len(codec.encode_chat("he the"))
+    assert first.tokens == _reference(tiny, codec.encode_chat("he the"), 6)
+    second = session.reply("the the he")
+    # The second turn's prompt is the whole conversation; its start comes from the cache.
+    convo = [{"role": "user", "content": "he the"},
+             {"role": "assistant", "content": codec.decode(first.tokens)},
+             {"role": "user", "content": "the the he"}]
+    ids = codec.encode(codec.render_messages(convo))
+    assert second.reused >= len(codec.encode_chat("he the")) - 1
+    assert second.reused + second.prefilled == len(ids)
+    assert second.tokens == _reference(tiny, ids, 6)
+    assert m.sequence_lengths() == [len(ids) + len(second.tokens) - 1]
+    session.reset()
+    assert m.sequence_lengths() == [0]
+    assert session.reply("he the").tokens == first.tokens
+
+
+def test_chat_command_talks_over_stdin(tiny):
+    model, art, _, _, codec = tiny
+    r = subprocess.run([sys.executable, "-m", "hybridgen", "chat", art, "--tokenizer", model,
+                        "--max-new-tokens", "4"], input="he the\n/bogus\nthe he\n/reset\nhe\n/exit\nignored\n",
+                       capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stderr
+    turns = [ln for ln in r.stderr.splitlines() if ln.startswith("[") and "reused" in ln]
+    assert len(turns) == 3, r.stderr
+    assert turns[0].startswith("[0 tokens reused") and not turns[1].startswith("[0 tokens reused")
+    assert turns[2].startswith("[0 tokens reused")  # after /reset
+    assert "unknown command /bogus" in r.stderr and "[conversation reset]" in r.stderr
+    bad = subprocess.run([sys.executable, "-m", "hybridgen", "chat", art, "--tokenizer", model,
+                          "--top-p", "0"], input="hi\n", capture_output=True, text=True, timeout=600)
+    assert bad.returncode == 1 and "top_p" in bad.stderr and "Traceback" not in bad.stderr

@@ -1,5 +1,6 @@
 // libFuzzer target over the runtime: random operation sequences on a KV pool, its scheduler context,
-// the placement policy, the thread planner and the C ABI, checked against a shadow model.
+// the placement policy, the thread planner and the C ABI, checked against a shadow model; and the
+// token sampler on hostile options and logits.
 //
 // Each input is one sequence: a few bytes choose the pool (layers, layout, one to three tiers and their capacities), the
 // rest is a list of operations with operands that are often hostile (INT64_MAX, negative, ids that
@@ -13,6 +14,7 @@
 #include "hybridgen/runtime/context.h"
 #include "hybridgen/runtime/cuda/gpu_runtime.h"
 #include "hybridgen/runtime/kv_pool.h"
+#include "hybridgen/runtime/model/sampler.h"
 #include "hybridgen/runtime/placement.h"
 #include "hybridgen/runtime/scheduler.h"
 #include "hybridgen/runtime/thread_plan.h"
@@ -227,10 +229,30 @@ void Harness::opsOnPool(FuzzedDataProvider &in, int op) {
     shadow.emplace(s, std::move(sh));
     break;
   }
-  case 1: { // free
+  case 1: { // free, or truncate to a length (hostile ones included)
     int64_t s = pickSeq(in);
-    Status st = pool->freeSequence(s);
-    FUZZ_CHECK(st.isOk() == (shadow.erase(s) == 1));
+    if (in.ConsumeBool()) {
+      Status st = pool->freeSequence(s);
+      FUZZ_CHECK(st.isOk() == (shadow.erase(s) == 1));
+      break;
+    }
+    int64_t len = pickCount(in, 60);
+    auto it = shadow.find(s);
+    ErrorCode want = it == shadow.end()                          ? ErrorCode::kNotFound
+                     : len < 0 || len > it->second.len ? ErrorCode::kInvalidArgument
+                                                                 : ErrorCode::kOk;
+    expectRefusal(want != ErrorCode::kOk);
+    Status st = pool->truncateSequence(s, len);
+    FUZZ_CHECK(st.code() == want);
+    if (st.isOk()) {
+      ShadowSeq &sh = it->second;
+      for (int32_t l = 0; l < layers(); ++l) {
+        sh.bytes[size_t(l)].resize(size_t(len) * tokenBytes);
+        sh.known[size_t(l)].resize(size_t(len));
+      }
+      sh.len = len;
+    }
+    refused = !st.isOk();
     break;
   }
   case 2:   // reserve slots without data
@@ -505,13 +527,95 @@ void fuzzConfig(FuzzedDataProvider &in) {
   (void)parseByteSize(text);
 }
 
+/// The token sampler on hostile options and logits (NaN, +-inf, huge, ties): it errs or returns a
+/// token the filtered distribution holds, and that distribution is a proper one.
+void fuzzSampler(FuzzedDataProvider &in) {
+  static const double odd[] = {std::nan(""), std::numeric_limits<double>::infinity(), -1, 0, 1e-300,
+                               1e300, 0.5, 1, 2};
+  auto value = [&](double lo, double hi) {
+    return in.ConsumeBool() ? odd[in.ConsumeIntegralInRange<size_t>(0, std::size(odd) - 1)]
+                            : in.ConsumeFloatingPointInRange<double>(lo, hi);
+  };
+  model::SamplingOptions o;
+  o.temperature = in.ConsumeBool() ? 0 : value(0, 4);
+  o.topK = in.ConsumeIntegralInRange<int64_t>(-1, 40);
+  o.topP = in.ConsumeBool() ? 1 : value(0, 1);
+  o.minP = in.ConsumeBool() ? 0 : value(0, 1);
+  o.repetitionPenalty = in.ConsumeBool() ? 1 : value(0, 3);
+  o.seed = in.ConsumeIntegral<uint64_t>();
+  const int64_t batch = in.ConsumeIntegralInRange<int64_t>(0, 3);
+  const int64_t vocab = in.ConsumeIntegralInRange<int64_t>(0, 64);
+  auto sampler = model::Sampler::create(o, batch, vocab);
+  const bool valid = std::isfinite(o.temperature) && o.temperature >= 0 && o.topK >= 0 &&
+                     o.topP > 0 && o.topP <= 1 && o.minP >= 0 && o.minP <= 1 &&
+                     std::isfinite(o.repetitionPenalty) && o.repetitionPenalty > 0 && batch >= 1 &&
+                     vocab >= 1;
+  FUZZ_CHECK(sampler.isOk() == valid);
+  if (!valid)
+    return;
+  static const float special[] = {std::nanf(""), std::numeric_limits<float>::infinity(),
+                                   -std::numeric_limits<float>::infinity(), 3.4e38f, -3.4e38f, 0, 1};
+  for (int step = 0; step < 4 && in.remaining_bytes() > 0; ++step) {
+    std::vector<int32_t> seen(size_t(in.ConsumeIntegralInRange<int>(0, 3)));
+    for (int32_t &t : seen)
+      t = in.ConsumeIntegralInRange<int32_t>(-1, int32_t(vocab));
+    const int64_t seq = in.ConsumeIntegralInRange<int64_t>(-1, batch);
+    bool seenOk = seq >= 0 && seq < batch;
+    for (int32_t t : seen)
+      seenOk = seenOk && t >= 0 && t < vocab;
+    FUZZ_CHECK(sampler->observe(seq, seen.data(), int64_t(seen.size())).isOk() == seenOk);
+    std::vector<float> logits(size_t(batch * vocab));
+    bool bad = false;
+    for (size_t i = 0; i < logits.size(); ++i) {
+      logits[i] = in.ConsumeIntegralInRange<int>(0, 7) == 0
+                      ? special[in.ConsumeIntegralInRange<size_t>(0, std::size(special) - 1)]
+                      : float(in.ConsumeIntegralInRange<int>(-8, 8)) * 0.5f;
+      bad = bad || std::isnan(logits[i]) || logits[i] == std::numeric_limits<float>::infinity();
+    }
+    for (int64_t b = 0; b < batch; ++b) {
+      bool anyFinite = false;
+      for (int64_t v = 0; v < vocab; ++v)
+        anyFinite = anyFinite || std::isfinite(logits[size_t(b * vocab + v)]);
+      bad = bad || !anyFinite;
+    }
+    std::vector<std::set<int32_t>> reachable(static_cast<size_t>(batch));
+    for (int64_t b = 0; b < batch && !bad; ++b) {
+      auto dist = sampler->distribution(b, logits.data() + b * vocab);
+      FUZZ_CHECK(dist.isOk() && !dist->empty());
+      double sum = 0;
+      for (size_t i = 0; i < dist->size(); ++i) {
+        const auto [token, p] = (*dist)[i];
+        FUZZ_CHECK(token >= 0 && token < vocab && p > 0 && p <= 1 + 1e-12);
+        FUZZ_CHECK(i == 0 || token > (*dist)[i - 1].first);
+        FUZZ_CHECK(std::isfinite(logits[size_t(b * vocab + token)]));
+        reachable[size_t(b)].insert(token);
+        sum += p;
+      }
+      FUZZ_CHECK(std::fabs(sum - 1) < 1e-9);
+      FUZZ_CHECK(o.greedy() ? dist->size() == 1
+                            : (o.topK == 0 || dist->size() <= size_t(o.topK)));
+    }
+    auto picked = sampler->next(logits.data());
+    FUZZ_CHECK(picked.isOk() == !bad);
+    for (int64_t b = 0; b < batch && !bad; ++b) {
+      FUZZ_CHECK(reachable[size_t(b)].count((*picked)[size_t(b)]) == 1);
+    }
+  }
+}
+
 } // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   FuzzedDataProvider in(data, size);
-  if (in.ConsumeIntegralInRange<int>(0, 15) == 0) {
+  switch (in.ConsumeIntegralInRange<int>(0, 15)) {
+  case 0:
     fuzzConfig(in);
     return 0;
+  case 1:
+    fuzzSampler(in);
+    return 0;
+  default:
+    break;
   }
   PoolConfig pc;
   pc.numLayers = in.ConsumeIntegralInRange<int32_t>(1, 3);

@@ -37,6 +37,25 @@ Status KvPool::freeSequence(int64_t seq) {
   return Status::ok();
 }
 
+Status KvPool::truncateSequence(int64_t seq, int64_t len) {
+  auto it = seqs_.find(seq);
+  if (it == seqs_.end())
+    return notFound("pool: no sequence " + std::to_string(seq));
+  Sequence &s = it->second;
+  if (len < 0 || len > s.len)
+    return invalidArgument("pool: cannot truncate sequence " + std::to_string(seq) + " of length " +
+                           std::to_string(s.len) + " to " + std::to_string(len) + " tokens");
+  // As freeSequence: last block first. The kept last block's rows past |len| keep stale bytes that
+  // no reader sees (every read is bounded by the length) and the next append overwrites.
+  const size_t keep = size_t(ceilDiv(len, int64_t(cfg_.layout.blockSize)));
+  while (s.blocks.size() > keep) {
+    releaseBlock(s.blocks.back());
+    s.blocks.pop_back();
+  }
+  s.len = len;
+  return Status::ok();
+}
+
 int64_t KvPool::seqLen(int64_t seq) const {
   auto it = seqs_.find(seq);
   return it == seqs_.end() ? -1 : it->second.len;

@@ -152,6 +152,46 @@ TEST(KvPool, ExhaustionIsAnErrorAndChangesNothing) {
   EXPECT_TRUE(test::verifySequence(*pool, b, 2));
 }
 
+TEST(KvPool, TruncateKeepsThePrefixAndFreesTheBlocksPastIt) {
+  auto pool = makePool(test::threeTierConfig());
+  ASSERT_TRUE(pool);
+  auto freeTotal = [&] {
+    int64_t n = 0;
+    for (int32_t t = 0; t < pool->topology().tierCount(); ++t)
+      n += pool->freeBlocks(t);
+    return n;
+  };
+  const int64_t empty = freeTotal();
+  int64_t a = pool->createSequence();
+  appendTagged(*pool, a, 1, 16 * 3 + 5);
+  ASSERT_EQ(pool->blockTable(a).size(), 4u);
+  const std::vector<int32_t> first = pool->blockTable(a);
+  ASSERT_TRUE(pool->truncateSequence(a, 20).isOk());
+  EXPECT_EQ(pool->seqLen(a), 20);
+  EXPECT_EQ(pool->blockTable(a), std::vector<int32_t>(first.begin(), first.begin() + 2));
+  EXPECT_EQ(freeTotal(), empty - 2);
+  EXPECT_TRUE(test::verifySequence(*pool, a, 1)); // the kept tokens are untouched
+  // Appending continues at 20 (over the kept block's stale rows) and gets the freed blocks back.
+  appendTagged(*pool, a, 1, 30);
+  EXPECT_EQ(pool->seqLen(a), 50);
+  EXPECT_EQ(pool->blockTable(a), first);
+  EXPECT_TRUE(test::verifySequence(*pool, a, 1));
+  // Refusals change nothing.
+  EXPECT_EQ(pool->truncateSequence(a, 51).code(), ErrorCode::kInvalidArgument);
+  EXPECT_EQ(pool->truncateSequence(a, -1).code(), ErrorCode::kInvalidArgument);
+  EXPECT_EQ(pool->truncateSequence(a + 7, 0).code(), ErrorCode::kNotFound);
+  EXPECT_EQ(pool->seqLen(a), 50);
+  EXPECT_TRUE(test::verifySequence(*pool, a, 1));
+  // A block boundary keeps exactly the whole blocks; 0 frees them all.
+  ASSERT_TRUE(pool->truncateSequence(a, 16).isOk());
+  EXPECT_EQ(pool->blockTable(a).size(), 1u);
+  ASSERT_TRUE(pool->truncateSequence(a, 0).isOk());
+  EXPECT_TRUE(pool->blockTable(a).empty());
+  EXPECT_EQ(freeTotal(), empty);
+  appendTagged(*pool, a, 1, 17);
+  EXPECT_TRUE(test::verifySequence(*pool, a, 1));
+}
+
 TEST(KvPool, FreedBlocksComeBackInAscendingOrder) {
   auto pool = makePool(test::threeTierConfig());
   ASSERT_TRUE(pool);

@@ -1,9 +1,12 @@
-//===- ModelRun.cpp - hybridgen-run's model mode: prefill, then greedy decode, streaming ids -===//
+//===- ModelRun.cpp - hybridgen-run's model mode: prefill, then decode, streaming ids -===//
 //
 //   hybridgen-run <artifact or model dir> (--prompt-ids 1,2,3 | --context N) --max-new-tokens N
 //       [--policy feedback|static:S|cpu] [--batch B] [--threads T] [--kv-dtype f32|bf16|f16]
 //       [--prefill-chunk N] [--gpu-tokens N] [--map-weights 0|1] [--bf16-dot-rounded 0|1]
-//       [--trace out.csv]
+//       [--temperature T] [--top-k K] [--top-p P] [--min-p P] [--repetition-penalty R]
+//       [--seed S] [--trace out.csv]
+//
+// Decoding is greedy unless --temperature > 0 (rt::model::Sampler, docs/models.md "Sampling").
 //
 // A model dir (config.json + safetensors) is compiled first (hybridgen-compile's model mode). The
 // run itself uses only the runtime's ModelRunner, as a deployment would.
@@ -15,7 +18,9 @@
 #include "hybridgen/runtime/model/runner.h"
 
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -38,6 +43,7 @@ struct ModelOptions {
   std::string tracePath, artifactDir, weightDtype = "auto";
   bool bf16DotRounded = false; // compiling a model dir: hybridgen-compile --bf16-dot-rounded
   rt::model::RunnerOptions runner;
+  rt::model::SamplingOptions sampling;
 };
 
 int usage(const char *why) {
@@ -46,7 +52,8 @@ int usage(const char *why) {
                "[--max-new-tokens N] [--policy feedback|static:S|cpu] [--batch B] [--threads T] "
                "[--kv-dtype f32|bf16|f16] [--weight-dtype auto|f32|bf16|f16] [--prefill-chunk N] "
                "[--gpu-tokens N] [--map-weights 0|1] [--bf16-dot-rounded 0|1] "
-               "[--artifact-dir DIR] [--trace out.csv]\n");
+               "[--temperature T] [--top-k K] [--top-p P] [--min-p P] [--repetition-penalty R] "
+               "[--seed S] [--artifact-dir DIR] [--trace out.csv]\n");
   if (why)
     std::fprintf(stderr, "hybridgen-run: %s\n", why);
   return 2;
@@ -57,6 +64,13 @@ bool parseInt(const std::string &text, int64_t &out) {
     return false;
   out = std::stoll(text);
   return true;
+}
+
+/// A whole finite number (the sampling options; their ranges are checked by SamplingOptions).
+bool parseReal(const std::string &text, double &out) {
+  char *end = nullptr;
+  out = std::strtod(text.c_str(), &end);
+  return !text.empty() && end == text.c_str() + text.size() && std::isfinite(out);
 }
 
 /// Flags as `--name value` or `--name=value`.
@@ -130,6 +144,33 @@ bool parse(int argc, char **argv, ModelOptions &o, std::string &error) {
         return false;
       }
       o.bf16DotRounded = value == "1";
+    } else if (a == "--temperature" || a == "--top-p" || a == "--min-p" ||
+               a == "--repetition-penalty") {
+      double v = 0;
+      if (!parseReal(value, v)) {
+        error = a + " needs a number, got '" + value + "'";
+        return false;
+      }
+      rt::model::SamplingOptions &sm = o.sampling;
+      (a == "--temperature" ? sm.temperature
+       : a == "--top-p"     ? sm.topP
+       : a == "--min-p"     ? sm.minP
+                            : sm.repetitionPenalty) = v;
+    } else if (a == "--top-k") {
+      if (!number(o.sampling.topK))
+        return false;
+    } else if (a == "--seed") {
+      if (value.empty() || value.find_first_not_of("0123456789") != std::string::npos ||
+          value.size() > 20) {
+        error = "--seed needs a non-negative integer, got '" + value + "'";
+        return false;
+      }
+      errno = 0;
+      o.sampling.seed = std::strtoull(value.c_str(), nullptr, 10);
+      if (errno == ERANGE) {
+        error = "--seed must fit 64 bits, got '" + value + "'";
+        return false;
+      }
     } else if (a == "--artifact-dir") {
       o.artifactDir = value;
     } else if (a == "--trace") {
@@ -141,6 +182,10 @@ bool parse(int argc, char **argv, ModelOptions &o, std::string &error) {
   }
   if (o.promptIds.empty() == (o.context == 0)) {
     error = "give exactly one of --prompt-ids and --context N (N >= 1)";
+    return false;
+  }
+  if (rt::Status s = o.sampling.validate(); !s) {
+    error = s.message();
     return false;
   }
   return true;
@@ -257,6 +302,16 @@ int runModelMode(int argc, char **argv) {
         std::fprintf(stderr, "\n");
     }
   };
+  const rt::model::SamplingOptions &sm = o.sampling;
+  if (sm.greedy() && sm.repetitionPenalty == 1)
+    std::printf("== decoding: greedy\n");
+  else if (sm.greedy())
+    std::printf("== decoding: greedy, repetition penalty %g\n", sm.repetitionPenalty);
+  else
+    std::printf("== decoding: sampled, temperature %g, top-k %lld, top-p %g, min-p %g, "
+                "repetition penalty %g, seed %llu\n",
+                sm.temperature, (long long)sm.topK, sm.topP, sm.minP, sm.repetitionPenalty,
+                (unsigned long long)sm.seed);
   std::printf("== generated token ids%s:\n", B > 1 ? " (one column per sequence)" : "");
   int64_t step = 0;
   auto onToken = [&](const std::vector<int32_t> &tokens) {
@@ -271,7 +326,8 @@ int runModelMode(int argc, char **argv) {
     ++step;
     std::fflush(stdout);
   };
-  auto out = m.generate(batchIds.data(), promptLen, o.maxNewTokens, onToken, progress);
+  auto out = m.generate(batchIds.data(), promptLen, o.maxNewTokens, o.sampling, onToken,
+                        progress);
   if (B == 1)
     std::printf("\n");
   if (!out) {

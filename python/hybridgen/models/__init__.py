@@ -8,7 +8,8 @@ from .reference import ARCHITECTURES, KVCache, Reference, apply_rope, architectu
 from .checkpoint import (TINY_ARCHS, drop_tensor, lie_about_offsets, load_checkpoint, random_weights,
                          tiny_config, truncate_file, weight_shapes, write_checkpoint,
                          write_random_checkpoint, wrong_shape)
-from .run import generate_text, greedy_decode
+from .run import decode_tokens, generate_text, greedy_decode
+from .chat import ChatSession, Turn
 from .text import TextCodec
 
 __all__ = [
@@ -17,5 +18,6 @@ __all__ = [
     "rope_inv_freq",
     "TINY_ARCHS", "drop_tensor", "lie_about_offsets", "load_checkpoint", "random_weights",
     "tiny_config", "truncate_file", "weight_shapes", "write_checkpoint", "write_random_checkpoint",
-    "wrong_shape", "generate_text", "greedy_decode", "TextCodec",
+    "wrong_shape", "decode_tokens", "generate_text", "greedy_decode", "TextCodec", "ChatSession",
+    "Turn",
 ]

@@ -1,4 +1,4 @@
-"""The `python -m hybridgen` command line: import-gguf and run. Errors print one line, exit 1."""
+"""The `python -m hybridgen` command line: import-gguf, run and chat. Errors print one line, exit 1."""
 
 from __future__ import annotations
 
@@ -26,7 +26,8 @@ def _parser() -> argparse.ArgumentParser:
     imp.add_argument("--force", action="store_true",
                      help="import again even if OUTDIR already holds this file's import")
 
-    run = sub.add_parser("run", help="prefill a prompt and generate greedily with hybridgen.Model")
+    run = sub.add_parser("run", help="prefill a prompt and generate (greedy, or sampled with "
+                                     "--temperature) with hybridgen.Model")
     run.add_argument("model", help="HF model directory (compiled on first use) or an artifact")
     src = run.add_mutually_exclusive_group()
     src.add_argument("--prompt", help="prompt text (needs tokenizer.json)")
@@ -56,7 +57,43 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--tokenizer", default=None,
                      help="directory with tokenizer.json (default: MODEL itself)")
     run.add_argument("--show-ids", action="store_true", help="print the generated token ids too")
+    _add_sampling(run)
+
+    chat = sub.add_parser("chat", help="talk with a model in the terminal; each turn reuses the KV "
+                                       "cache of the conversation so far")
+    chat.add_argument("model", help="HF model directory (compiled on first use) or an artifact")
+    chat.add_argument("--system", help="system message (default: the template's own)")
+    chat.add_argument("--max-new-tokens", type=int, default=256, help="per answer (default 256)")
+    chat.add_argument("--max-context", type=int, default=None,
+                      help="KV capacity of the conversation in tokens (default 4096)")
+    chat.add_argument("--policy", default="feedback", help="feedback | static:S | cpu")
+    chat.add_argument("--threads", type=int, default=None)
+    chat.add_argument("--kv-dtype", default=None, help="KV cache dtype (default: the model's)")
+    chat.add_argument("--gpu-tokens", type=int, default=None,
+                      help="KV budget per layer of the (modelled) GPU side")
+    chat.add_argument("--weight-dtype", default=None,
+                      help="weight dtype the model dir is compiled for (default: the Model's)")
+    chat.add_argument("--tokenizer", default=None,
+                      help="directory with tokenizer.json (default: MODEL itself)")
+    _add_sampling(chat)
     return p
+
+
+def _add_sampling(parser) -> None:
+    smp = parser.add_argument_group("sampling (greedy unless --temperature > 0; "
+                                    "hybridgen.Model.sampler)")
+    smp.add_argument("--temperature", type=float, default=None,
+                     help="draw from softmax(logits / T); 0 (default) is greedy")
+    smp.add_argument("--top-k", type=int, default=None, help="draw among the K most likely only")
+    smp.add_argument("--top-p", type=float, default=None,
+                     help="nucleus: the most likely tokens whose probabilities sum to >= P")
+    smp.add_argument("--min-p", type=float, default=None,
+                     help="drop tokens below P x the most likely one's probability")
+    smp.add_argument("--repetition-penalty", type=float, default=None,
+                     help="Hugging Face's penalty on tokens already in the sequence (1 is off; "
+                          "applies when greedy too)")
+    smp.add_argument("--seed", type=int, default=None,
+                     help="seed of the draws (default 0): the same seed repeats a run")
 
 
 _STAMP = ".hybridgen-import.json"
@@ -97,6 +134,10 @@ def main(argv=None) -> int:
     try:
         if args.command == "import-gguf":
             return _import_gguf(args)
+        if args.command == "chat":
+            from .chat import run_chat
+
+            return run_chat(args)
         from .run import run_text
 
         return run_text(args)

@@ -1,4 +1,4 @@
-"""`python -m hybridgen run`: text in, greedy tokens streamed out, over hybridgen.Model.
+"""`python -m hybridgen run`: text in, tokens (greedy or sampled) streamed out, over hybridgen.Model.
 
 The compiled model (hybridgen.Model, issue 16's runner) does the work; this module tokenizes,
 applies the chat template, streams the decoded text of sequence 0 as tokens come, and prints the
@@ -84,16 +84,22 @@ def print_summary(stats: dict, measured: dict, out):
         print(f"{k.replace('_', ' ')}: {_fmt(v)}", file=out)
 
 
-def greedy_decode(m, logits, max_new_tokens: int, eos=(), on_token=None):
-    """Greedy tokens of every sequence of hybridgen.Model |m| from the prefill's |logits|
-    [batch, vocab]: (token lists, decode steps run). A sequence stops at an id in |eos| (kept);
-    the others go on, and |on_token| gets sequence 0's tokens as they come, until it stops."""
+def decode_tokens(m, logits, max_new_tokens: int, eos=(), on_token=None, sampler=None):
+    """Tokens of every sequence of hybridgen.Model |m| from the prefill's |logits| [batch, vocab]:
+    (token lists, decode steps run). Greedy (argmax) unless |sampler| (Model.sampler()) picks. A
+    sequence stops at an id in |eos| (kept); the others go on, and |on_token| gets sequence 0's
+    tokens as they come, until it stops."""
     batch = np.asarray(logits).shape[0]
     outs = [[] for _ in range(batch)]
     done = [False] * batch
     steps = 0
     for step in range(max_new_tokens):
-        toks = np.asarray(np.argmax(np.asarray(logits).reshape(batch, -1), axis=-1), dtype=np.int32)
+        if sampler is not None:
+            toks = np.asarray(sampler.next(np.ascontiguousarray(logits, dtype=np.float32)),
+                              dtype=np.int32)
+        else:
+            toks = np.asarray(np.argmax(np.asarray(logits).reshape(batch, -1), axis=-1),
+                              dtype=np.int32)
         first_live = not done[0]
         for b in range(batch):
             if not done[b]:
@@ -108,11 +114,30 @@ def greedy_decode(m, logits, max_new_tokens: int, eos=(), on_token=None):
     return outs, steps
 
 
+def greedy_decode(m, logits, max_new_tokens: int, eos=(), on_token=None):
+    """decode_tokens() with argmax picks."""
+    return decode_tokens(m, logits, max_new_tokens, eos, on_token)
+
+
+def _sampler(model, sampling, prompt_ids):
+    """model.sampler(**sampling) having seen every sequence's prompt, or None (greedy) when
+    |sampling| is empty."""
+    if not sampling:
+        return None
+    sampler = model.sampler(**sampling)
+    ids = np.ascontiguousarray(prompt_ids, dtype=np.int32)
+    for b in range(sampler.batch):
+        sampler.observe(b, ids)
+    return sampler
+
+
 def generate_text(model, prompt: str, tokenizer, *, chat: bool = True, system=None,
-                  max_new_tokens: int = 64, on_text=None) -> str:
-    """The greedy answer of hybridgen.Model |model| to text |prompt| (every sequence of the batch
-    gets it; sequence 0's answer is returned). |tokenizer|: a model dir or a TextCodec; |chat| applies
-    its chat template; |on_text| gets the answer's text as it comes. Resets the model's KV first."""
+                  max_new_tokens: int = 64, on_text=None, sampling=None) -> str:
+    """The answer of hybridgen.Model |model| to text |prompt| (every sequence of the batch gets it;
+    sequence 0's answer is returned): greedy, or sampled with |sampling| (Model.sampler()'s
+    keywords, e.g. {"temperature": 0.8, "top_p": 0.95, "seed": 1}). |tokenizer|: a model dir or a
+    TextCodec; |chat| applies its chat template; |on_text| gets the answer's text as it comes.
+    Resets the model's KV first."""
     codec = tokenizer if isinstance(tokenizer, TextCodec) else TextCodec(tokenizer)
     ids = codec.encode_chat(prompt, system) if chat else codec.encode(prompt)
     model.reset()
@@ -127,11 +152,19 @@ def generate_text(model, prompt: str, tokenizer, *, chat: bool = True, system=No
         if on_text is not None and piece:
             on_text(piece)
 
-    greedy_decode(model, logits, max_new_tokens, codec.eos_token_ids, on_token=emit)
+    decode_tokens(model, logits, max_new_tokens, codec.eos_token_ids, on_token=emit,
+                  sampler=_sampler(model, sampling, ids))
     rest = stream.flush()
     if on_text is not None and rest:
         on_text(rest)
     return "".join(pieces) + rest
+
+
+def sampling_options(args) -> dict:
+    """The CLI's sampling flags as Model.sampler() keywords; {} (greedy, no sampler) when none is
+    given. The sampler checks their ranges."""
+    names = ("temperature", "top_k", "top_p", "min_p", "repetition_penalty", "seed")
+    return {k: getattr(args, k) for k in names if getattr(args, k, None) is not None}
 
 
 def run_text(args, out=None, err=None) -> int:
@@ -200,9 +233,10 @@ def run_text(args, out=None, err=None) -> int:
         out.write(stream.push(token))
         out.flush()
 
+    sampler = _sampler(m, sampling_options(args), ids)
     t0 = time.perf_counter()
-    outs, steps = greedy_decode(m, logits, args.max_new_tokens, eos,
-                                on_token=show if stream is not None else None)
+    outs, steps = decode_tokens(m, logits, args.max_new_tokens, eos,
+                                on_token=show if stream is not None else None, sampler=sampler)
     t_decode = time.perf_counter() - t0
     if stream is None:
         print(" ".join(map(str, outs[0])), file=out)

@@ -64,6 +64,13 @@ class TextCodec:
     def render_chat(self, prompt: str, system: Optional[str] = None) -> str:
         """The chat template applied to one user turn (plus |system|), ending with the assistant's
         generation prompt."""
+        messages = ([{"role": "system", "content": system}] if system else []) + \
+            [{"role": "user", "content": prompt}]
+        return self.render_messages(messages)
+
+    def render_messages(self, messages: list, add_generation_prompt: bool = True) -> str:
+        """The chat template applied to a conversation (dicts with "role" and "content"), ending
+        with the assistant's generation prompt unless |add_generation_prompt| is False."""
         if not self.chat_template:
             raise ModelError(f"{self.dir}: tokenizer_config.json has no chat_template (run without "
                              "--chat)")
@@ -75,12 +82,10 @@ class TextCodec:
 
         env = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True)
         env.globals["raise_exception"] = raise_exception
-        messages = ([{"role": "system", "content": system}] if system else []) + \
-            [{"role": "user", "content": prompt}]
         try:
             return env.from_string(self.chat_template).render(
-                messages=messages, add_generation_prompt=True, bos_token=self._token("bos_token") or "",
-                eos_token=self._token("eos_token") or "")
+                messages=list(messages), add_generation_prompt=add_generation_prompt,
+                bos_token=self._token("bos_token") or "", eos_token=self._token("eos_token") or "")
         except TemplateError as e:
             raise ModelError(f"{self.dir}: chat template does not render: {e}") from e
 

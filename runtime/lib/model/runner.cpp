@@ -72,6 +72,21 @@ Status ModelRunner::reset() {
   return Status::ok();
 }
 
+Status ModelRunner::truncate(int64_t length) {
+  Impl &m = *impl_;
+  for (int64_t s : m.sequences)
+    if (length < 0 || length > m.pool->seqLen(s))
+      return invalidArgument("truncate: cannot keep " + std::to_string(length) +
+                             " tokens of a sequence that holds " +
+                             std::to_string(m.pool->seqLen(s)));
+  for (int64_t s : m.sequences) {
+    Status st = m.pool->truncateSequence(s, length);
+    if (!st)
+      return st; // cannot happen after the checks above
+  }
+  return Status::ok();
+}
+
 namespace {
 
 /// One step over |T| new tokens of every sequence: |decode| uses layer_decode (split attention,
@@ -276,29 +291,39 @@ Status ModelRunner::decode(const int32_t *ids, std::vector<float> &logits) {
 
 Result<std::vector<std::vector<int32_t>>> ModelRunner::generate(const int32_t *ids, int64_t T,
                                                                 int64_t maxNewTokens,
+                                                                const SamplingOptions &sampling,
                                                                 const TokenFn &onToken,
                                                                 const ProgressFn &progress) {
   Impl &m = *impl_;
-  const int64_t B = m.options.batch, V = m.config.vocab;
+  const int64_t B = m.options.batch;
   std::vector<std::vector<int32_t>> out(static_cast<size_t>(B));
   if (maxNewTokens < 0)
     return invalidArgument("max_new_tokens must be >= 0");
+  Result<Sampler> sampler = Sampler::create(sampling, B, m.config.vocab);
+  if (!sampler)
+    return sampler.status();
+  for (int64_t b = 0; b < B && T > 0; ++b) {
+    Status seen = sampler->observe(b, ids + size_t(b * T), T);
+    if (!seen)
+      return seen;
+  }
   std::vector<float> logits;
   Status s = prefill(ids, T, false, logits, progress);
   if (!s)
     return s;
-  std::vector<int32_t> next(static_cast<size_t>(B));
+  std::vector<int32_t> next;
   for (int64_t i = 0; i < maxNewTokens; ++i) {
     if (i > 0) {
       s = decode(next.data(), logits);
       if (!s)
         return s;
     }
-    for (int64_t b = 0; b < B; ++b) {
-      const float *row = logits.data() + size_t(b * V);
-      next[size_t(b)] = int32_t(std::max_element(row, row + V) - row);
+    Result<std::vector<int32_t>> picked = sampler->next(logits.data());
+    if (!picked)
+      return picked.status();
+    next = std::move(*picked);
+    for (int64_t b = 0; b < B; ++b)
       out[size_t(b)].push_back(next[size_t(b)]);
-    }
     if (onToken)
       onToken(next);
   }

@@ -57,6 +57,9 @@ public:
   /// Makes room for |n| more tokens (all or nothing: on error nothing changed). Returns the position
   /// of the first new token. New blocks go to the first tier of appendTierOrder() with room.
   Result<int64_t> appendTokens(int64_t seq, int64_t n);
+  /// Keeps the first |len| tokens of |seq| (0 <= len <= its length; else an error and nothing
+  /// changes) and frees the blocks past them, last first; the next append continues at |len|.
+  Status truncateSequence(int64_t seq, int64_t len);
   /// Copies |n| tokens into layer |layer| at positions [pos, pos+n); |k|/|v| are [n][kvHeads][headDim]
   /// in the pool dtype. Positions must already be appended.
   Status writeTokens(int64_t seq, int32_t layer, int64_t pos, int64_t n, const void *k, const void *v);

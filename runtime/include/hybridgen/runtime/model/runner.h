@@ -4,6 +4,7 @@
 #pragma once
 
 #include "hybridgen/runtime/model/config.h"
+#include "hybridgen/runtime/model/sampler.h"
 #include "hybridgen/runtime/status.h"
 
 #include <cstdint>
@@ -88,15 +89,21 @@ public:
 
   /// Drops every sequence's KV (and the statistics).
   Status reset();
+  /// Keeps the first |length| tokens of every sequence's KV and drops the rest, so that a shared
+  /// prefix (a chat's history, a long document asked several questions) is not prefilled again.
+  /// Every sequence must hold at least |length| tokens; otherwise an error and nothing changes.
+  Status truncate(int64_t length);
   /// Appends |T| tokens to every sequence (|ids| is [batch][T]) and fills |logits| with
   /// [batch][vocab] for the last token (or [batch][T][vocab] with |allLogits|).
   Status prefill(const int32_t *ids, int64_t T, bool allLogits, std::vector<float> &logits,
                  const ProgressFn &progress = {});
   /// One new token per sequence (|ids| is [batch]); |logits| becomes [batch][vocab].
   Status decode(const int32_t *ids, std::vector<float> &logits);
-  /// Greedy: prefill |ids| ([batch][T]) then |maxNewTokens| tokens per sequence.
+  /// Prefills |ids| ([batch][T]), then |maxNewTokens| tokens per sequence, each picked by
+  /// |sampling| (greedy by default; the prompt counts for its repetition penalty).
   Result<std::vector<std::vector<int32_t>>> generate(const int32_t *ids, int64_t T,
                                                      int64_t maxNewTokens,
+                                                     const SamplingOptions &sampling = {},
                                                      const TokenFn &onToken = {},
                                                      const ProgressFn &progress = {});
   /// Benchmarking only: appends |tokens| tokens of random K/V (every layer) to every sequence,
