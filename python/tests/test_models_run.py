@@ -92,6 +92,18 @@ def test_sampling_flags_repeat_with_a_seed_and_match_model_generate(tiny):
     assert "Traceback" not in bad.stderr
 
 
+def test_prompt_file_is_the_prompt_text(tiny, tmp_path):
+    model, art, _, _, codec = tiny
+    (tmp_path / "doc.txt").write_text("the he the", encoding="utf-8")
+    r = _cli(art, "--tokenizer", model, "--prompt-file", tmp_path / "doc.txt", "--max-new-tokens",
+             5, "--show-ids")
+    assert r.returncode == 0, r.stderr
+    assert _ids(r.stdout) == _reference(tiny, codec.encode("the he the"), 5)
+    bad = _cli(art, "--tokenizer", model, "--prompt-file", tmp_path / "absent.txt")
+    assert bad.returncode == 1 and "cannot read the prompt file" in bad.stderr
+    assert "Traceback" not in bad.stderr
+
+
 def test_batch_and_synthetic_context(tiny):
     _, art, cfg, _, _ = tiny
     prompt = [5, 9, 40, 7]
@@ -204,17 +216,20 @@ def test_chat_session_reuses_the_history_and_answers_as_the_reference(tiny):
     assert session.reply("he the").tokens == first.tokens
 
 
-def test_chat_command_talks_over_stdin(tiny):
+def test_chat_command_talks_over_stdin(tiny, tmp_path):
     model, art, _, _, codec = tiny
+    doc = tmp_path / "question.txt"
+    doc.write_text("he\n", encoding="utf-8")
     r = subprocess.run([sys.executable, "-m", "hybridgen", "chat", art, "--tokenizer", model,
-                        "--max-new-tokens", "4"], input="he the\n/bogus\nthe he\n/reset\nhe\n/exit\nignored\n",
+                        "--max-new-tokens", "4"], input=f"he the\n/bogus\nthe he\n/reset\n/file {doc}\n/file {doc}.absent\n/exit\nignored\n",
                        capture_output=True, text=True, timeout=600)
     assert r.returncode == 0, r.stderr
     turns = [ln for ln in r.stderr.splitlines() if ln.startswith("[") and "reused" in ln]
     assert len(turns) == 3, r.stderr
     assert turns[0].startswith("[0 tokens reused") and not turns[1].startswith("[0 tokens reused")
-    assert turns[2].startswith("[0 tokens reused")  # after /reset
+    assert turns[2].startswith("[0 tokens reused")  # after /reset, the file's text as the message
     assert "unknown command /bogus" in r.stderr and "[conversation reset]" in r.stderr
+    assert "cannot read the prompt file" in r.stderr
     bad = subprocess.run([sys.executable, "-m", "hybridgen", "chat", art, "--tokenizer", model,
                           "--top-p", "0"], input="hi\n", capture_output=True, text=True, timeout=600)
     assert bad.returncode == 1 and "top_p" in bad.stderr and "Traceback" not in bad.stderr

@@ -115,7 +115,7 @@ class ChatSession:
         return Turn("".join(pieces) + rest, tokens, keep, len(ids) - keep, prefill_s, decode_s)
 
 
-HELP = "/reset starts over, /exit (or Ctrl-D) quits"
+HELP = "/file PATH sends a file's text as your message, /reset starts over, /exit (or Ctrl-D) quits"
 
 
 def run_chat(args, inp=None, out=None, err=None) -> int:
@@ -154,7 +154,15 @@ def run_chat(args, inp=None, out=None, err=None) -> int:
             session.reset()
             print("[conversation reset]", file=err)
             continue
-        if line.startswith("/"):
+        if line.startswith("/file "):
+            from .run import read_prompt_file
+
+            try:
+                line = read_prompt_file(line[len("/file "):].strip())
+            except ModelError as e:
+                print(f"error: {e}", file=err)
+                continue
+        elif line.startswith("/"):
             print(f"unknown command {line.split()[0]} ({HELP})", file=err)
             continue
         try:

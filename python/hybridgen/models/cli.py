@@ -32,6 +32,8 @@ def _parser() -> argparse.ArgumentParser:
     src = run.add_mutually_exclusive_group()
     src.add_argument("--prompt", help="prompt text (needs tokenizer.json)")
     src.add_argument("--prompt-ids", help="comma-separated token ids instead of text")
+    src.add_argument("--prompt-file", help="read the prompt text from this UTF-8 file (a long "
+                                           "document; '-' reads stdin)")
     run.add_argument("--chat", action="store_true", help="wrap the prompt in the chat template")
     run.add_argument("--system", help="system message for --chat (default: the template's own)")
     run.add_argument("--max-new-tokens", type=int, default=64)

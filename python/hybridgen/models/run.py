@@ -160,6 +160,16 @@ def generate_text(model, prompt: str, tokenizer, *, chat: bool = True, system=No
     return "".join(pieces) + rest
 
 
+def read_prompt_file(path: str) -> str:
+    """The text of |path| ('-': stdin), as UTF-8; a clear error when it cannot be read."""
+    try:
+        if path == "-":
+            return sys.stdin.read()
+        return Path(path).read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as e:
+        raise ModelError(f"cannot read the prompt file {path}: {e}") from e
+
+
 def sampling_options(args) -> dict:
     """The CLI's sampling flags as Model.sampler() keywords; {} (greedy, no sampler) when none is
     given. The sampler checks their ranges."""
@@ -173,6 +183,8 @@ def run_text(args, out=None, err=None) -> int:
     if args.batch < 1 or args.max_new_tokens < 0 or args.context < 0:
         raise ModelError("run: --batch must be >= 1, --max-new-tokens and --context >= 0")
     codec = None
+    if getattr(args, "prompt_file", None) is not None:
+        args.prompt = read_prompt_file(args.prompt_file)
     tok_dir = Path(args.tokenizer or args.model)
     if args.prompt is not None or (tok_dir / "tokenizer.json").is_file():
         codec = TextCodec(tok_dir)
