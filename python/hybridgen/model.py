@@ -4,6 +4,8 @@
     logits = m.prefill(np.array([[1, 2, 3]], np.int32)) # [batch, vocab]
     tokens = m.generate(ids, 16, on_token=print)       # greedy, list per sequence
     tokens = m.generate(ids, 16, temperature=0.8, top_p=0.95, seed=1)  # sampled, reproducible
+    for step in m.stream(ids, 16): ...                  # each step's tokens as they come
+    m.generate_text("What is the capital of France?", on_text=print)   # text in, text out
     m.stats()                                          # tokens/s, split per layer, tiers, migrations
 
 The native ModelRunner (runtime, no MLIR) does the work: it maps the weights, owns the KV pool and
@@ -16,7 +18,7 @@ from __future__ import annotations
 
 import json
 import os
-from typing import Callable, Iterable, List, Optional, Sequence
+from typing import Callable, Iterable, Iterator, List, Optional, Sequence
 
 import numpy as np
 
@@ -70,7 +72,7 @@ class Model:
                  policy: str = "feedback", batch: int = 1, max_context: int = 4096,
                  weight_dtype: str = "auto", artifact_dir: str = "", weights: str = "",
                  prefill_chunk: int = 512, gpu_tokens: int = 0, map_weights: bool = False,
-                 bf16_dot_rounded: bool = False, k_transposed: bool = True):
+                 bf16_dot_rounded: bool = False, k_transposed: bool = True, tokenizer: str = ""):
         path = os.fspath(path)
         if not os.path.isdir(path):
             raise ArgumentError(f"Model: {path} is not a directory (a model dir or an artifact)")
@@ -94,6 +96,17 @@ class Model:
                                            gpu_tokens=int(gpu_tokens),
                                            map_weights=bool(map_weights))
         self.config = json.loads(self._runner.config_json)
+        if tokenizer:
+            self._tokenizer_dir = os.fspath(tokenizer)
+        elif weights:  # a checkpoint dir, or a .safetensors file in one
+            weights = os.fspath(weights)
+            self._tokenizer_dir = weights if os.path.isdir(weights) else os.path.dirname(weights)
+        elif self.artifact == path:  # an artifact: the checkpoint dir it was compiled from
+            with open(os.path.join(path, "metadata.json")) as f:
+                self._tokenizer_dir = json.load(f).get("weights", path)
+        else:
+            self._tokenizer_dir = path
+        self._codec = None
         self.batch = int(batch)
         self.kv_dtype = self._runner.kv_dtype
         self.policy = policy
@@ -141,16 +154,14 @@ class Model:
                                top_p=float(top_p), min_p=float(min_p),
                                repetition_penalty=float(repetition_penalty), seed=int(seed))
 
-    def generate(self, ids, max_new_tokens: int, *,
-                 on_token: Optional[Callable[[List[int]], None]] = None,
-                 temperature: float = 0.0, top_k: int = 0, top_p: float = 1.0, min_p: float = 0.0,
-                 repetition_penalty: float = 1.0, seed: int = 0,
-                 eos_token_ids: Iterable[int] = ()) -> List[List[int]]:
-        """Prefills |ids| ([batch, T], or [T] for batch 1), then generates up to |max_new_tokens|
-        tokens per sequence: greedy by default, sampled with temperature > 0 (see sampler(); the
-        prompt counts for the repetition penalty). A sequence that produces one of
-        |eos_token_ids| ends there (the id kept); generation stops when all have. |on_token|
-        gets each step's tokens (one per sequence, finished ones included) as they come."""
+    def stream(self, ids, max_new_tokens: int, *, temperature: float = 0.0, top_k: int = 0,
+               top_p: float = 1.0, min_p: float = 0.0, repetition_penalty: float = 1.0,
+               seed: int = 0, eos_token_ids: Iterable[int] = ()) -> Iterator[List[int]]:
+        """Prefills |ids| ([batch, T], or [T] for batch 1), then yields each step's new tokens,
+        one per sequence, up to |max_new_tokens| steps: greedy by default, sampled with
+        temperature > 0 (see sampler(); the prompt counts for the repetition penalty). A sequence
+        that produces one of |eos_token_ids| ends there (that id is yielded) and is -1 in later
+        steps; the stream ends when all have ended."""
         arr = np.asarray(ids)
         if arr.ndim == 1 and self.batch == 1:
             arr = arr[None, :]
@@ -159,27 +170,57 @@ class Model:
         pick = self.sampler(temperature=temperature, top_k=top_k, top_p=top_p, min_p=min_p,
                             repetition_penalty=repetition_penalty, seed=seed)
         prompt = self._ids(arr, 2, "generate")
-        out: List[List[int]] = [[] for _ in range(self.batch)]
+        return self._stream(prompt, int(max_new_tokens), pick, {int(t) for t in eos_token_ids})
+
+    def _stream(self, prompt: np.ndarray, max_new_tokens: int, pick, eos: set):
         if max_new_tokens == 0:
-            return out
+            return
         for b in range(self.batch):
             pick.observe(b, prompt[b])
-        eos = {int(t) for t in eos_token_ids}
         done = [False] * self.batch
         logits = self.prefill(prompt)
-        for step in range(int(max_new_tokens)):
+        for step in range(max_new_tokens):
             if step:
                 logits = self.decode(np.asarray(nxt, dtype=np.int32))
             nxt = pick.next(logits)
-            for b, t in enumerate(nxt):
-                if not done[b]:
-                    out[b].append(t)
-                    done[b] = t in eos
-            if on_token is not None:
-                on_token(nxt)
+            yield [-1 if done[b] else t for b, t in enumerate(nxt)]
+            done = [d or t in eos for d, t in zip(done, nxt)]
             if all(done):
-                break
+                return
+
+    def generate(self, ids, max_new_tokens: int, *,
+                 on_token: Optional[Callable[[List[int]], None]] = None,
+                 **options) -> List[List[int]]:
+        """stream()'s tokens (same arguments and options) as one list per sequence, each ending at
+        its end token if it met one; |on_token| gets each step's tokens as they come."""
+        out: List[List[int]] = [[] for _ in range(self.batch)]
+        for step in self.stream(ids, max_new_tokens, **options):
+            for b, t in enumerate(step):
+                if t >= 0:
+                    out[b].append(t)
+            if on_token is not None:
+                on_token(step)
         return out
+
+    def text_codec(self):
+        """The model's tokenizer and chat template (hybridgen.models.TextCodec): from |tokenizer|
+        given at construction, else the model dir, else the checkpoint dir an artifact names."""
+        if self._codec is None:
+            from .models.text import TextCodec
+
+            self._codec = TextCodec(self._tokenizer_dir)
+        return self._codec
+
+    def generate_text(self, prompt: str, max_new_tokens: int = 64, *, chat: bool = True,
+                      system: Optional[str] = None, on_text: Optional[Callable[[str], None]] = None,
+                      **sampling) -> str:
+        """The answer to text |prompt| (through the chat template unless |chat| is False), with
+        the KV cache reset first, stopping at the tokenizer's end tokens; |on_text| gets the text
+        as it comes; |sampling|: sampler()'s keywords (greedy when none)."""
+        from .models.run import generate_text
+
+        return generate_text(self, prompt, self.text_codec(), chat=chat, system=system,
+                             max_new_tokens=max_new_tokens, on_text=on_text, sampling=sampling)
 
     def sequence_lengths(self) -> List[int]:
         return list(self._runner.sequence_lengths())

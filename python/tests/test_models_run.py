@@ -192,6 +192,27 @@ def test_gpu_budget_splits_attention_and_keeps_the_tokens(tiny):
     assert split != "split per layer: [0, 0]", split  # the CPU side took the tokens past the budget
 
 
+def test_model_generate_text_and_stream(tiny):
+    model, art, _, _, codec = tiny
+    m = hg.Model(art, max_context=128)  # the tokenizer: the checkpoint dir the artifact names
+    ids = codec.encode_chat("he the")
+    want = _reference(tiny, ids, 6)
+    pieces = []
+    assert m.generate_text("he the", 6, on_text=pieces.append) == codec.decode(want)
+    assert "".join(pieces) == codec.decode(want)
+    sampled = m.generate_text("he the", 6, temperature=1.2, seed=4)
+    m.reset()
+    tokens = m.generate(ids, 6, temperature=1.2, seed=4, eos_token_ids=codec.eos_token_ids)[0]
+    assert sampled == codec.decode(tokens)
+    # stream: a step per token; with the first token as the end token the stream stops at once.
+    m.reset()
+    assert [s[0] for s in m.stream(ids, 6)] == want[:6]
+    m.reset()
+    assert list(m.stream(ids, 6, eos_token_ids=[want[0]])) == [[want[0]]]
+    with pytest.raises(hg.ArgumentError, match="max_new_tokens"):
+        m.stream(ids, -1)
+
+
 def test_chat_session_reuses_the_history_and_answers_as_the_reference(tiny):
     from hybridgen.models.chat import ChatSession
 
