@@ -23,6 +23,7 @@ from typing import Callable, Iterable, Iterator, List, Optional, Sequence
 import numpy as np
 
 from . import _hybridgen as _native
+from ._errors import check_int
 from ._hybridgen import ArgumentError
 
 
@@ -149,10 +150,18 @@ class Model:
         (nucleus) and min-p, in that order, from sequence b's own stream seeded by (seed, b).
         repetition_penalty is Hugging Face's (a seen token's logit divided by it when positive,
         multiplied when negative). Bad values raise ArgumentError naming the option."""
+        def real(v, name):  # the sampler checks the ranges (NaN included) and names the option
+            try:
+                return float(v)
+            except (TypeError, ValueError):
+                raise ArgumentError(f"sampling: {name} must be a number, got {v!r}") from None
+
         return _native.Sampler(self.batch, int(self.config["vocab_size"]),
-                               temperature=float(temperature), top_k=int(top_k),
-                               top_p=float(top_p), min_p=float(min_p),
-                               repetition_penalty=float(repetition_penalty), seed=int(seed))
+                               temperature=real(temperature, "temperature"),
+                               top_k=check_int(top_k, "sampling: top_k", 0, 2**63 - 1),
+                               top_p=real(top_p, "top_p"), min_p=real(min_p, "min_p"),
+                               repetition_penalty=real(repetition_penalty, "repetition_penalty"),
+                               seed=check_int(seed, "sampling: seed", 0, 2**64 - 1))
 
     def stream(self, ids, max_new_tokens: int, *, temperature: float = 0.0, top_k: int = 0,
                top_p: float = 1.0, min_p: float = 0.0, repetition_penalty: float = 1.0,

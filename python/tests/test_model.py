@@ -600,7 +600,9 @@ def test_generate_stops_each_sequence_at_eos_and_checks_the_sampling_options(bui
     assert got[1] == free[1][:cut]
     for bad, needle in ((dict(temperature=-1), "temperature"), (dict(top_p=0.0), "top_p"),
                         (dict(top_k=-1), "top_k"), (dict(min_p=1.5), "min_p"),
-                        (dict(repetition_penalty=0), "repetition_penalty")):
+                        (dict(repetition_penalty=0), "repetition_penalty"),
+                        (dict(seed=-1), "seed = -1 is outside"), (dict(top_k=1.5), "top_k must be an integer"),
+                        (dict(temperature="hot"), "temperature must be a number")):
         with pytest.raises(hg.ArgumentError, match=needle):
             m.generate(np.stack([a, b]), 2, **bad)
     s = m.sampler(temperature=1.0)
