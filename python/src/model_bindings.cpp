@@ -35,6 +35,7 @@ nb::dict statsDict(const rt::model::RunnerStats &s) {
   d["prefill_tokens"] = s.prefillTokens;
   d["prefill_seconds"] = s.prefillSeconds;
   d["prefill_tokens_per_s"] = s.prefillTokensPerSecond();
+  d["prefill_shared_tokens"] = s.prefillSharedTokens;
   d["decode_tokens"] = s.decodeTokens;
   d["decode_seconds"] = s.decodeSeconds;
   d["decode_tokens_per_s"] = s.decodeTokensPerSecond();

@@ -707,3 +707,48 @@ def test_truncate_keeps_a_prefix_whose_continuation_matches_the_reference(built,
     m.truncate(0)
     assert m.sequence_lengths() == [0]
     assert rel_err(m.prefill(q2[None], all_logits=True)[0], models.forward(cfg, weights, q2)) <= TOL
+
+
+@pytest.mark.parametrize("tiers,kv", (("dram", None), ("hbm+dram", None), ("dram", "bf16")))
+def test_identical_prompts_are_prefilled_once_and_copied(built, monkeypatch, tiers, kv):
+    # A batch whose sequences hold the same tokens and get the same prompt computes it for the
+    # first sequence only and copies its KV (prefill_shared_tokens counts the copies). The copies
+    # must be the KV each sequence would have computed: each then continues with its own tokens
+    # and must match the reference of its own sequence. Prefill chunks of 8 make it several steps.
+    gpu_tokens = 0
+    if tiers == "hbm+dram":
+        monkeypatch.setenv("HYBRIDGEN_TIERS", "name=hbm,kind=hbm,capacity=64KiB,bandwidth=4800,"
+                           "emulated=1;name=dram,kind=dram,node=0,capacity=64MiB,bandwidth=40")
+        gpu_tokens = 16
+    model_dir, cfg, weights, art = built("qwen2")
+    V = cfg["vocab_size"]
+    tol = TOL if kv is None else 2e-2
+    doc = prompt(21, V, 30)
+    m = hg.Model(art, batch=3, policy="feedback", max_context=64, weights=str(model_dir),
+                 prefill_chunk=8, gpu_tokens=gpu_tokens, kv_dtype=kv)
+    got = m.prefill(np.stack([doc] * 3), all_logits=True)
+    ref = models.forward(cfg, weights, doc)
+    for b in range(3):
+        assert rel_err(got[b], ref) <= tol
+    assert m.stats()["prefill_shared_tokens"] == 2 * 21
+    # Each sequence continues on its own: the copied KV must hold exactly the first's.
+    own = [prompt(3, V, 40 + b) for b in range(3)]
+    for t in range(3):
+        logits = m.decode(np.array([own[b][t] for b in range(3)], np.int32))
+    for b in range(3):
+        want = models.forward(cfg, weights, np.concatenate([doc, own[b]]))[-1]
+        assert rel_err(logits[b], want) <= tol
+    # Now the histories differ: the same prompt again is computed for every sequence.
+    tail = prompt(5, V, 50)
+    got = m.prefill(np.stack([tail] * 3))
+    assert m.stats()["prefill_shared_tokens"] == 2 * 21
+    for b in range(3):
+        want = models.forward(cfg, weights, np.concatenate([doc, own[b], tail]))[-1]
+        assert rel_err(got[b], want) <= tol
+    # After reset the batch shares again; different rows are not shared.
+    m.reset()
+    m.prefill(np.stack([doc[:9]] * 3))
+    assert m.stats()["prefill_shared_tokens"] == 2 * 9
+    m.reset()
+    m.prefill(np.stack([doc[:9], doc[:9], doc[1:10]]))
+    assert m.stats()["prefill_shared_tokens"] == 0

@@ -193,8 +193,12 @@ bool parse(int argc, char **argv, ModelOptions &o, std::string &error) {
 
 void printSummary(const rt::model::RunnerStats &s, int64_t layers) {
   std::printf("\n== summary (policy %s)\n", s.policy.c_str());
-  std::printf("prefill: %lld tokens in %.3f s = %.1f tokens/s\n", (long long)s.prefillTokens,
+  std::printf("prefill: %lld tokens in %.3f s = %.1f tokens/s", (long long)s.prefillTokens,
               s.prefillSeconds, s.prefillTokensPerSecond());
+  if (s.prefillSharedTokens > 0)
+    std::printf(" (%lld of them copied, not computed: every sequence had the same prompt)",
+                (long long)s.prefillSharedTokens);
+  std::printf("\n");
   std::printf("decode:  %lld tokens in %.3f s = %.2f tokens/s (%lld steps)\n",
               (long long)s.decodeTokens, s.decodeSeconds, s.decodeTokensPerSecond(),
               (long long)s.decodeSteps);

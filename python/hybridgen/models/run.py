@@ -65,6 +65,7 @@ def print_summary(stats: dict, measured: dict, out):
     """Model.stats() as lines a person reads: rates first, then the scheduler's view. What the
     stats lack (an older runner) falls back to the wall-clock numbers measured here."""
     stats = dict(stats or {})
+    shared = stats.pop("prefill_shared_tokens", 0)
     print("\n--- summary ---", file=out)
     for phase in ("prefill", "decode"):
         tokens, secs = stats.pop(f"{phase}_tokens", None), stats.pop(f"{phase}_seconds", None)
@@ -75,7 +76,9 @@ def print_summary(stats: dict, measured: dict, out):
             continue
         extra = f" ({steps} steps)" if steps is not None else ""
         took = f" in {secs:.3f} s" if secs is not None else ""
-        print(f"{phase}: {tokens} tokens{extra}{took}, {rate:.1f} tokens/s", file=out)
+        copied = (f" ({shared} of them copied, not computed: every sequence had the same "
+                  f"prompt)" if phase == "prefill" and shared else "")
+        print(f"{phase}: {tokens} tokens{extra}{took}, {rate:.1f} tokens/s{copied}", file=out)
     committed, commit_s = stats.pop("kv_committed_bytes", None), stats.pop("kv_commit_seconds", None)
     if committed is not None and commit_s is not None:
         print(f"kv pool: {committed / 2**20:.1f} MiB committed at load in {commit_s:.3f} s "

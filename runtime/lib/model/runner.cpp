@@ -63,6 +63,7 @@ Status ModelRunner::reset() {
       return st;
     s = m.pool->createSequence();
   }
+  m.sameHistory = true;
   RunnerStats kept = m.stats;
   m.stats = RunnerStats();
   m.stats.policy = kept.policy;
@@ -89,20 +90,21 @@ Status ModelRunner::truncate(int64_t length) {
 
 namespace {
 
-/// One step over |T| new tokens of every sequence: |decode| uses layer_decode (split attention,
-/// scheduler bracketing), else layer_prefill. Fills |logits| for the last token of every sequence
-/// ([batch][vocab]) or for every token ([batch][T][vocab]) with |allLogits|.
-Status runStep(ModelRunner::Impl &m, const int32_t *ids, int64_t T, bool decode, bool allLogits,
-               std::vector<float> &logits) {
+/// One step over |T| new tokens of each sequence in |seqs| (every sequence, or the first alone
+/// for a shared prefill): |decode| uses layer_decode (split attention, scheduler bracketing), else
+/// layer_prefill. Fills |logits| for the last token of each ([seqs][vocab]) or for every token
+/// ([seqs][T][vocab]) with |allLogits|.
+Status runStep(ModelRunner::Impl &m, const std::vector<int64_t> &seqs, const int32_t *ids,
+               int64_t T, bool decode, bool allLogits, std::vector<float> &logits) {
   const ModelConfig &c = m.config;
-  const int64_t B = m.options.batch, n = B * T, H = c.hidden;
+  const int64_t B = int64_t(seqs.size()), n = B * T, H = c.hidden;
   KvPool &pool = *m.pool;
   for (int64_t i = 0; i < n; ++i)
     if (ids[i] < 0 || ids[i] >= c.vocab)
       return invalidArgument("token id " + std::to_string(ids[i]) + " at index " +
                              std::to_string(i) + " is outside the vocabulary [0, " +
                              std::to_string(c.vocab) + ")");
-  for (int64_t s : m.sequences) {
+  for (int64_t s : seqs) {
     int64_t len = pool.seqLen(s) + T;
     if (len > m.options.maxContext)
       return invalidArgument("a sequence would hold " + std::to_string(len) +
@@ -116,7 +118,7 @@ Status runStep(ModelRunner::Impl &m, const int32_t *ids, int64_t T, bool decode,
   m.positions.resize(size_t(n));
   std::vector<int64_t> starts;
   for (int64_t b = 0; b < B; ++b) {
-    Result<int64_t> start = pool.appendTokens(m.sequences[size_t(b)], T);
+    Result<int64_t> start = pool.appendTokens(seqs[size_t(b)], T);
     if (!start)
       return start.status();
     starts.push_back(*start);
@@ -131,7 +133,7 @@ Status runStep(ModelRunner::Impl &m, const int32_t *ids, int64_t T, bool decode,
     Result<int64_t> placed = int64_t(0);
     if (decode) {
       int64_t longest = 0;
-      for (int64_t s : m.sequences)
+      for (int64_t s : seqs)
         longest = std::max(longest, pool.seqLen(s));
       m.scheduler->beginStep(longest);
       stepBegun = true;
@@ -142,10 +144,10 @@ Status runStep(ModelRunner::Impl &m, const int32_t *ids, int64_t T, bool decode,
     if (!placed)
       return placed.status();
   }
-  int32_t maxBlocks = pool.maxBlocksInUse(m.sequences);
+  int32_t maxBlocks = pool.maxBlocksInUse(seqs);
   m.table.assign(size_t(B) * size_t(maxBlocks), -1);
   m.lens.assign(size_t(B), 0);
-  Status filled = pool.fillBatch(m.sequences, maxBlocks, m.table.data(), m.lens.data());
+  Status filled = pool.fillBatch(seqs, maxBlocks, m.table.data(), m.lens.data());
   if (!filled)
     return filled;
   int64_t maxLen = *std::max_element(m.lens.begin(), m.lens.end());
@@ -193,7 +195,7 @@ Status runStep(ModelRunner::Impl &m, const int32_t *ids, int64_t T, bool decode,
         const float *vp = m.v.data() + size_t(b * T) * rowElems;
         Status w;
         if (poolType == ElemType::f32) {
-          w = pool.writeTokens(m.sequences[size_t(b)], l, starts[size_t(b)], T, kp, vp);
+          w = pool.writeTokens(seqs[size_t(b)], l, starts[size_t(b)], T, kp, vp);
         } else {
           size_t count = size_t(T) * rowElems;
           m.kvStage16.resize(2 * count);
@@ -202,7 +204,7 @@ Status runStep(ModelRunner::Impl &m, const int32_t *ids, int64_t T, bool decode,
             m.kvStage16[i] = narrow(kp[i]);
             m.kvStage16[count + i] = narrow(vp[i]);
           }
-          w = pool.writeTokens(m.sequences[size_t(b)], l, starts[size_t(b)], T,
+          w = pool.writeTokens(seqs[size_t(b)], l, starts[size_t(b)], T,
                                m.kvStage16.data(), m.kvStage16.data() + count);
         }
         if (!w)
@@ -241,6 +243,36 @@ Status runStep(ModelRunner::Impl &m, const int32_t *ids, int64_t T, bool decode,
   return Status::ok();
 }
 
+/// Whether the |B| rows of |ids| ([B][T]) are all the same.
+bool sameRows(const int32_t *ids, int64_t B, int64_t T) {
+  for (int64_t b = 1; b < B; ++b)
+    if (std::memcmp(ids, ids + b * T, size_t(T) * sizeof(int32_t)) != 0)
+      return false;
+  return true;
+}
+
+/// A shared prefill's copy: the last |T| tokens of the first sequence, every layer's K and V,
+/// appended to each other sequence (which held what the first held before them).
+Status copyLastTokens(ModelRunner::Impl &m, int64_t T) {
+  KvPool &pool = *m.pool;
+  const int64_t from = m.sequences[0], at = pool.seqLen(from) - T;
+  const size_t bytes = size_t(T) * size_t(pool.layout().kvHeads) * pool.layout().rowBytes();
+  std::vector<uint8_t> k(bytes), v(bytes);
+  for (size_t b = 1; b < m.sequences.size(); ++b) {
+    Result<int64_t> pos = pool.appendTokens(m.sequences[b], T);
+    if (!pos)
+      return pos.status();
+    for (int32_t l = 0; l < int32_t(m.config.layers); ++l) {
+      Status s = pool.readTokens(from, l, at, T, k.data(), v.data());
+      if (s)
+        s = pool.writeTokens(m.sequences[b], l, *pos, T, k.data(), v.data());
+      if (!s)
+        return s;
+    }
+  }
+  return Status::ok();
+}
+
 } // namespace
 
 Status ModelRunner::prefill(const int32_t *ids, int64_t T, bool allLogits,
@@ -251,6 +283,13 @@ Status ModelRunner::prefill(const int32_t *ids, int64_t T, bool allLogits,
   if (!m.hasPrefill)
     return invalidArgument(m.artifactDir + " was compiled without prefill");
   const int64_t B = m.options.batch, V = m.config.vocab, chunk = m.options.prefillChunk;
+  // Sequences that hold the same tokens and get the same new ones (a batch sampling several
+  // answers to one prompt) are computed once: the first alone, its KV then copied to the others.
+  const bool shared = B > 1 && m.sameHistory && sameRows(ids, B, T);
+  m.sameHistory = shared;
+  const std::vector<int64_t> first = {m.sequences[0]};
+  const std::vector<int64_t> &run = shared ? first : m.sequences;
+  const int64_t R = int64_t(run.size());
   auto start = Clock::now();
   std::vector<int32_t> chunkIds;
   std::vector<float> chunkLogits;
@@ -258,21 +297,33 @@ Status ModelRunner::prefill(const int32_t *ids, int64_t T, bool allLogits,
     logits.assign(size_t(B * T * V), 0.0f);
   for (int64_t done = 0; done < T; done += chunk) {
     int64_t len = std::min(chunk, T - done);
-    chunkIds.resize(size_t(B * len));
-    for (int64_t b = 0; b < B; ++b)
+    chunkIds.resize(size_t(R * len));
+    for (int64_t b = 0; b < R; ++b)
       std::memcpy(chunkIds.data() + b * len, ids + b * T + done, size_t(len) * sizeof(int32_t));
-    Status s = runStep(m, chunkIds.data(), len, /*decode=*/false, allLogits,
-                       allLogits ? chunkLogits : logits);
-    if (!s)
+    std::vector<float> &out = allLogits || shared ? chunkLogits : logits;
+    Status s = runStep(m, run, chunkIds.data(), len, /*decode=*/false, allLogits, out);
+    if (s && shared)
+      s = copyLastTokens(m, len);
+    if (!s) {
+      m.sameHistory = false; // some sequences may hold the chunk, others not
       return s;
-    if (allLogits)
+    }
+    if (allLogits) { // |out| is [R][len][V]; |logits| [B][T][V]
       for (int64_t b = 0; b < B; ++b)
         std::memcpy(logits.data() + size_t((b * T + done) * V),
-                    chunkLogits.data() + size_t(b * len * V), size_t(len * V) * sizeof(float));
+                    out.data() + size_t((shared ? 0 : b) * len * V), size_t(len * V) * sizeof(float));
+    } else if (shared) { // the first sequence's last logits are every sequence's
+      logits.resize(size_t(B * V));
+      for (int64_t b = 1; b < B; ++b)
+        std::memcpy(logits.data() + size_t(b * V), out.data(), size_t(V) * sizeof(float));
+      std::memcpy(logits.data(), out.data(), size_t(V) * sizeof(float));
+    }
     if (progress)
       progress(done + len, T);
   }
   m.stats.prefillTokens += B * T;
+  if (shared)
+    m.stats.prefillSharedTokens += (B - 1) * T;
   m.stats.prefillSeconds += secondsSince(start);
   return Status::ok();
 }
@@ -280,9 +331,13 @@ Status ModelRunner::prefill(const int32_t *ids, int64_t T, bool allLogits,
 Status ModelRunner::decode(const int32_t *ids, std::vector<float> &logits) {
   Impl &m = *impl_;
   auto start = Clock::now();
-  Status s = runStep(m, ids, 1, /*decode=*/true, /*allLogits=*/false, logits);
-  if (!s)
+  if (!sameRows(ids, m.options.batch, 1))
+    m.sameHistory = false;
+  Status s = runStep(m, m.sequences, ids, 1, /*decode=*/true, /*allLogits=*/false, logits);
+  if (!s) {
+    m.sameHistory = false;
     return s;
+  }
   m.stats.decodeSeconds += secondsSince(start);
   m.stats.decodeTokens += m.options.batch;
   m.stats.decodeSteps += 1;
@@ -353,6 +408,7 @@ Status ModelRunner::fillSyntheticKv(int64_t tokens, uint64_t seed) {
   KvPool &pool = *m.pool;
   const KvLayout &L = pool.layout();
   const int64_t chunk = 4096;
+  m.sameHistory = false; // each sequence gets its own random K/V
   size_t rowElems = size_t(L.kvHeads) * size_t(L.headDim);
   std::vector<uint8_t> k(size_t(chunk) * rowElems * L.eltSize()), v(k.size());
   uint64_t state = seed * 0x9e3779b97f4a7c15ull + 1;

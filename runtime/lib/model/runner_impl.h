@@ -50,6 +50,9 @@ struct ModelRunner::Impl {
   std::unique_ptr<KvPool> pool;
   std::shared_ptr<SchedulerContext> scheduler;
   std::vector<int64_t> sequences;
+  /// Every sequence holds the same tokens (true after open and reset; prefill and decode keep it
+  /// while all sequences get the same ids): a prefill of identical rows then runs once.
+  bool sameHistory = true;
   RunnerStats stats;
 
   /// Activation buffers, grown on demand.

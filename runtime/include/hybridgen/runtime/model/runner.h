@@ -46,6 +46,9 @@ struct RunnerOptions {
 /// Cumulative counters since open (or the last reset()).
 struct RunnerStats {
   int64_t prefillTokens = 0; // summed over the batch
+  /// Of those, the tokens copied rather than computed: a batch whose sequences held the same
+  /// tokens and got the same prompt ran it once (ModelRunner::prefill).
+  int64_t prefillSharedTokens = 0;
   double prefillSeconds = 0;
   int64_t decodeTokens = 0;  // summed over the batch
   double decodeSeconds = 0;
