@@ -49,8 +49,9 @@ std::string resolveWeightDtype(const std::string &requested, const std::string &
 /// output rows side by side outside Intel; 10: transposed K's prefetches spread over the piece on
 /// Zen 4, and with bf16_dot_rounded the logits' dot products on q rounded once; 11: transposed
 /// K's far prefetch asks for V only for pieces under 4 KiB; 12: the first token group of wide-row
-/// matmul tiles prefetches its weight rows on Intel).
-constexpr int kGeneratorVersion = 12;
+/// matmul tiles prefetches its weight rows on Intel; 13: the matmuls take token rows in chunks
+/// whose inputs stay in L2).
+constexpr int kGeneratorVersion = 13;
 
 /// Whether the artifact's kernels read K transposed (see ModelCompileOptions::kTransposed): not
 /// with GPU kernels, which read K row-major.

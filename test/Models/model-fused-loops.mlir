@@ -12,6 +12,12 @@
 // CHECK: memref.collapse_shape %{{.*}} {{\[\[}}0, 1]] : memref<32x64xbf16> into memref<2048xbf16>
 // CHECK: memref.collapse_shape %{{.*}} {{\[\[}}0, 1]] : memref<32x64xbf16> into memref<2048xbf16>
 // CHECK: %[[ALL:.*]] = arith.constant 32 : index
+// Token rows in chunks of 2048 (512 KiB of 64-wide f32 inputs) around the parallel loop.
+// CHECK-NEXT: %[[CH:.*]] = arith.constant 2048 : index
+// CHECK: scf.for %tci = %{{.*}} to %{{.*}} step
+// CHECK-NEXT: %tlo = arith.muli %tci, %[[CH]] : index
+// CHECK: %thi = arith.minui
+// CHECK: %tlast = arith.cmpi eq
 // CHECK-NEXT: scf.parallel (%ob) = (%{{.*}}) to (%[[ALL]]) step
 // CHECK-NEXT: %sel0 = arith.cmpi ult, %ob, %[[QBLOCKS:.*]] : index
 // CHECK-NEXT: scf.if %sel0 {
@@ -46,6 +52,7 @@
 // CHECK: memref.collapse_shape %{{.*}} {{\[\[}}0, 1]] : memref<128x64xbf16> into memref<8192xbf16>
 // CHECK: memref.collapse_shape %{{.*}} {{\[\[}}0, 1]] : memref<128x64xbf16> into memref<8192xbf16>
 // CHECK: %[[BOTH:.*]] = arith.constant 64 : index
+// CHECK: %tlast = arith.cmpi eq
 // CHECK-NEXT: scf.parallel (%ob) = (%{{.*}}) to (%[[BOTH]]) step
 // CHECK-NEXT: %sel0 = arith.cmpi ult, %ob, %[[GATE:.*]] : index
 // CHECK: %ob1 = arith.subi %ob, %[[GATE]] : index
