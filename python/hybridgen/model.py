@@ -186,12 +186,20 @@ class Model:
             return
         for b in range(self.batch):
             pick.observe(b, prompt[b])
+        yield from self.steps(self.prefill(prompt), max_new_tokens, pick, eos)
+
+    def steps(self, logits, max_new_tokens: int, sampler=None, eos_token_ids: Iterable[int] = ()):
+        """From |logits| [batch, vocab] of each sequence's last token (a prefill's or a decode's),
+        up to |max_new_tokens| steps of new tokens, one per sequence, as stream() yields them:
+        each picked by |sampler| (greedy when None), fed back through decode() before the next
+        step, -1 once that sequence produced one of |eos_token_ids|."""
+        pick = sampler if sampler is not None else self.sampler()
+        eos = {int(t) for t in eos_token_ids}
         done = [False] * self.batch
-        logits = self.prefill(prompt)
-        for step in range(max_new_tokens):
+        for step in range(int(max_new_tokens)):
             if step:
                 logits = self.decode(np.asarray(nxt, dtype=np.int32))
-            nxt = pick.next(logits)
+            nxt = pick.next(np.ascontiguousarray(logits, dtype=np.float32))
             yield [-1 if done[b] else t for b, t in enumerate(nxt)]
             done = [d or t in eos for d, t in zip(done, nxt)]
             if all(done):

@@ -89,32 +89,18 @@ def print_summary(stats: dict, measured: dict, out):
 
 def decode_tokens(m, logits, max_new_tokens: int, eos=(), on_token=None, sampler=None):
     """Tokens of every sequence of hybridgen.Model |m| from the prefill's |logits| [batch, vocab]:
-    (token lists, decode steps run). Greedy (argmax) unless |sampler| (Model.sampler()) picks. A
-    sequence stops at an id in |eos| (kept); the others go on, and |on_token| gets sequence 0's
-    tokens as they come, until it stops."""
-    batch = np.asarray(logits).shape[0]
-    outs = [[] for _ in range(batch)]
-    done = [False] * batch
-    steps = 0
-    for step in range(max_new_tokens):
-        if sampler is not None:
-            toks = np.asarray(sampler.next(np.ascontiguousarray(logits, dtype=np.float32)),
-                              dtype=np.int32)
-        else:
-            toks = np.asarray(np.argmax(np.asarray(logits).reshape(batch, -1), axis=-1),
-                              dtype=np.int32)
-        first_live = not done[0]
-        for b in range(batch):
-            if not done[b]:
-                outs[b].append(int(toks[b]))
-                done[b] = int(toks[b]) in eos
-        if on_token is not None and first_live:
-            on_token(int(toks[0]))
-        if all(done) or step == max_new_tokens - 1:
-            break
-        logits = m.decode(toks)
-        steps += 1
-    return outs, steps
+    (token lists, decode steps run), by Model.steps (greedy unless |sampler|, Model.sampler(),
+    picks). A sequence stops at an id in |eos| (kept); the others go on, and |on_token| gets
+    sequence 0's tokens as they come, until it stops."""
+    outs = [[] for _ in range(np.asarray(logits).shape[0])]
+    steps = -1
+    for steps, picked in enumerate(m.steps(logits, max_new_tokens, sampler, eos)):
+        for b, t in enumerate(picked):
+            if t >= 0:
+                outs[b].append(t)
+        if on_token is not None and picked[0] >= 0:
+            on_token(picked[0])
+    return outs, max(steps, 0)
 
 
 def greedy_decode(m, logits, max_new_tokens: int, eos=(), on_token=None):
