@@ -48,6 +48,18 @@ def built(tmp_path_factory):
     return get
 
 
+def assert_prefill_then_decode_match(m, cfg, weights, ids, nxt):
+    """Every row of a prefill of |ids| [batch, T] (all logits), then one decode step of |nxt|
+    [batch], against the float64 reference of each sequence."""
+    got = m.prefill(ids, all_logits=True)
+    for b in range(len(ids)):
+        assert rel_err(got[b], models.forward(cfg, weights, ids[b])) <= TOL
+    dec = m.decode(nxt)
+    for b in range(len(ids)):
+        ref = models.forward(cfg, weights, np.concatenate([ids[b], nxt[b:b + 1]]))
+        assert rel_err(dec[b], ref[-1]) <= TOL
+
+
 def prompt(n, vocab, seed=0):
     return np.random.default_rng(seed).integers(0, vocab, size=n).astype(np.int32)
 
@@ -284,14 +296,7 @@ def test_wide_input_rows_read_side_by_side_match_the_reference(tmp_path, side):
     m = hg.Model(str(art), max_context=48, weights=str(tmp_path / "m"), prefill_chunk=3,
                  batch=2)
     ids = np.stack([prompt(9, cfg["vocab_size"], 5), prompt(9, cfg["vocab_size"], 6)])
-    got = m.prefill(ids, all_logits=True)
-    for b in range(2):
-        assert rel_err(got[b], models.forward(cfg, weights, ids[b])) <= TOL
-    nxt = np.array([5, 7], np.int32)
-    dec = m.decode(nxt)
-    for b in range(2):
-        ref = models.forward(cfg, weights, np.concatenate([ids[b], nxt[b:b + 1]]))
-        assert rel_err(dec[b], ref[-1]) <= TOL
+    assert_prefill_then_decode_match(m, cfg, weights, ids, np.array([5, 7], np.int32))
 
 
 def test_matmul_side_by_side_rows_outside_the_choices_is_an_error(tmp_path):
@@ -767,11 +772,4 @@ def test_matmuls_take_token_rows_in_chunks_that_fit_l2(tmp_path):
     assert "scf.if %tlast {" in text and "scf.for %m0 = %tlo to %thi step" in text
     m = hg.Model(art, max_context=64, weights=str(tmp_path / "m"), batch=2)
     ids = np.stack([prompt(37, cfg["vocab_size"], 7), prompt(37, cfg["vocab_size"], 8)])
-    got = m.prefill(ids, all_logits=True)
-    for b in range(2):
-        assert rel_err(got[b], models.forward(cfg, weights, ids[b])) <= TOL
-    nxt = np.array([3, 9], np.int32)
-    dec = m.decode(nxt)
-    for b in range(2):
-        ref = models.forward(cfg, weights, np.concatenate([ids[b], nxt[b:b + 1]]))
-        assert rel_err(dec[b], ref[-1]) <= TOL
+    assert_prefill_then_decode_match(m, cfg, weights, ids, np.array([3, 9], np.int32))
