@@ -48,6 +48,13 @@ def built(tmp_path_factory):
     return get
 
 
+def use_emulated_hbm(monkeypatch):
+    """Tiers for the models opened next: 64 KiB of emulated HBM (a device tier in host memory)
+    and 64 MiB of DRAM."""
+    monkeypatch.setenv("HYBRIDGEN_TIERS", "name=hbm,kind=hbm,capacity=64KiB,bandwidth=4800,"
+                       "emulated=1;name=dram,kind=dram,node=0,capacity=64MiB,bandwidth=40")
+
+
 def assert_prefill_then_decode_match(m, cfg, weights, ids, nxt):
     """Every row of a prefill of |ids| [batch, T] (all logits), then one decode step of |nxt|
     [batch], against the float64 reference of each sequence."""
@@ -348,8 +355,7 @@ def test_hybridgen_run_model_mode_streams_tokens_and_summary(built, tmp_path):
 def test_feedback_scheduler_with_two_tiers_splits_every_layer_and_stays_exact(built, monkeypatch):
     # Emulated HBM + DRAM; the modelled GPU side may hold 32 tokens per sequence, so past that the
     # feedback scheduler must give the oldest tokens to the CPU side, layer by layer.
-    monkeypatch.setenv("HYBRIDGEN_TIERS", "name=hbm,kind=hbm,capacity=64KiB,bandwidth=4800,"
-                       "emulated=1;name=dram,kind=dram,node=0,capacity=64MiB,bandwidth=40")
+    use_emulated_hbm(monkeypatch)
     model_dir, cfg, weights, art = built("mistral")
     ids = prompt(80, cfg["vocab_size"], 11)
     m = hg.Model(art, policy="feedback", max_context=96, weights=str(model_dir), gpu_tokens=32)
@@ -683,8 +689,7 @@ def test_truncate_keeps_a_prefix_whose_continuation_matches_the_reference(built,
     # question: the logits are those of the document followed by the second question alone.
     gpu_tokens = 0
     if tiers == "hbm+dram":
-        monkeypatch.setenv("HYBRIDGEN_TIERS", "name=hbm,kind=hbm,capacity=64KiB,bandwidth=4800,"
-                           "emulated=1;name=dram,kind=dram,node=0,capacity=64MiB,bandwidth=40")
+        use_emulated_hbm(monkeypatch)
         gpu_tokens = 16
     model_dir, cfg, weights, art = built("llama3")
     V = cfg["vocab_size"]
@@ -722,8 +727,7 @@ def test_identical_prompts_are_prefilled_once_and_copied(built, monkeypatch, tie
     # and must match the reference of its own sequence. Prefill chunks of 8 make it several steps.
     gpu_tokens = 0
     if tiers == "hbm+dram":
-        monkeypatch.setenv("HYBRIDGEN_TIERS", "name=hbm,kind=hbm,capacity=64KiB,bandwidth=4800,"
-                           "emulated=1;name=dram,kind=dram,node=0,capacity=64MiB,bandwidth=40")
+        use_emulated_hbm(monkeypatch)
         gpu_tokens = 16
     model_dir, cfg, weights, art = built("qwen2")
     V = cfg["vocab_size"]
