@@ -5,6 +5,8 @@ C++ type's range, a read-only array where a writable one is needed) with a plain
 function, method, constructor and property setter of the extension's classes is wrapped here once,
 at import, so no public entry point lets that TypeError escape: it is re-raised as ArgumentError
 (also a ValueError) with nanobind's message, which names the accepted signature and the types given.
+Constructors reach the wrapped __init__ because the extensions turn off nanobind's fast construction
+path, which would call the C++ constructor directly (constructThroughInit, python/src/errors.cpp).
 """
 
 from __future__ import annotations

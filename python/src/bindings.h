@@ -22,6 +22,13 @@ void createExceptionTypes(nanobind::module_ &m);
 /// exports them too.
 void useExceptionTypesOf(nanobind::module_ &m, const char *moduleName);
 
+/// Lets Python's __init__ of every class in |m| take part in construction. nanobind's types call
+/// their C++ constructor through a fast path that skips the class's __init__ attribute, so the
+/// package's wrapper (hybridgen/_errors.py, which turns a mismatched argument's TypeError into
+/// ArgumentError) was bypassed by `Class(bad args)`. Without that path CPython's type call runs
+/// tp_new and then __init__ from the class dict, wrapper included. Call once all classes are bound.
+void constructThroughInit(nanobind::module_ &m);
+
 /// Raises ArgumentError with |message| as a C++ exception that the translator maps.
 [[noreturn]] void throwArgument(const std::string &message);
 

@@ -107,4 +107,11 @@ void useExceptionTypesOf(nb::module_ &m, const char *moduleName) {
 
 void throwArgument(const std::string &message) { throw BindingArgumentError(message); }
 
+void constructThroughInit(nb::module_ &m) {
+  nb::dict members = nb::borrow<nb::dict>(PyModule_GetDict(m.ptr()));
+  for (auto [name, value] : members)
+    if (nb::type_check(value))
+      reinterpret_cast<PyTypeObject *>(value.ptr())->tp_vectorcall = nullptr;
+}
+
 } // namespace hybridgen::python

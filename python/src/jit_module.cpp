@@ -11,4 +11,5 @@ NB_MODULE(_hybridgen_jit, m) {
   useExceptionTypesOf(m, "hybridgen._hybridgen");
   bindDriver(m);
   bindModelCompiler(m);
+  constructThroughInit(m);
 }

@@ -11,4 +11,5 @@ NB_MODULE(_hybridgen, m) {
   createExceptionTypes(m);
   bindRuntime(m);
   bindModelRunner(m);
+  constructThroughInit(m);
 }

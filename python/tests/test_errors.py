@@ -264,6 +264,27 @@ def test_every_native_entry_point_translates_argument_mismatches(filled):
     assert checked > 40
 
 
+def test_every_native_constructor_translates_argument_mismatches():
+    """`Class(bad args)` goes through the class's (wrapped) __init__ too: nanobind's fast
+    construction path used to skip it and raise its TypeError."""
+    junk = object()
+    modules = [hg._native] + ([hg._jit_native] if hg.has_jit else [])
+    constructed = []
+    for module in modules:
+        for name, attr in vars(module).items():
+            # Classes with a bound constructor (its translated wrapper is a Python function; a
+            # class without one, such as Topology, keeps nanobind's "no constructor defined").
+            init = vars(attr).get("__init__") if isinstance(attr, type) else None
+            if type(init).__name__ == "function" and getattr(attr, "_hg_translated", False):
+                with pytest.raises(hg.ArgumentError, match=r"__init__\(\): incompatible"):
+                    attr(*(junk,) * 10)  # no constructor takes ten objects
+                constructed.append(name)
+    assert {"ModelRunner", "Sampler", "SchedulerConfig", "CostModel"} <= set(constructed)
+    assert not hg.has_jit or {"AttentionSpec", "CompileOptions"} <= set(constructed)
+    # Construction with good arguments is unchanged.
+    assert hg._native.SchedulerConfig().__class__ is hg._native.SchedulerConfig
+
+
 def test_read_only_outputs_of_native_pool_calls_are_named(filled):
     cache, (a, _) = filled
     k = np.zeros((3, 2, 8), np.float32)
