@@ -209,6 +209,9 @@ void checkOptions(const CompileOptions &options) {
   if (options.spreadPrefetch < -1 || options.spreadPrefetch > 1)
     throw CompileError("spread_prefetch must be -1 (the target's default), 0 or 1, got " +
                        std::to_string(options.spreadPrefetch));
+  if (options.overlapPieces < -1 || options.overlapPieces > 1)
+    throw CompileError("overlap_pieces must be -1 (the target's default), 0 or 1, got " +
+                       std::to_string(options.overlapPieces));
 }
 
 void buildPipeline(OpPassManager &pm, const CompileOptions &options, bool aot) {
@@ -256,6 +259,12 @@ void buildPipeline(OpPassManager &pm, const CompileOptions &options, bool aot) {
   // Spread prefetches: measured on Zen 4 only (docs/cpu-path.md, "Prefetches spread over the
   // piece"); Emerald Rapids keeps the logits' far prefetch it was tuned with.
   opts.spreadPrefetch = options.spreadPrefetch == -1 ? zen4 : options.spreadPrefetch == 1;
+  // Overlapped pieces need AVX-512's 32 registers for p.V's tile and the logits' chains at once:
+  // with AVX2's 16 the x86-64-v3 kernels spilled and computed 0.6-0.75x as fast on Emerald
+  // Rapids. Zen 4 keeps the spread prefetch it was tuned with (docs/cpu-path.md, "Each piece's
+  // logits with the previous piece's p.V").
+  opts.overlapPieces = options.overlapPieces == -1 ? !zen4 && targetVectorBits(*tm) == 512
+                                                   : options.overlapPieces == 1;
   opts.aot = aot;
   opts.targetCpu = options.targetCpu;
   opts.targetFeatures = options.targetFeatures;

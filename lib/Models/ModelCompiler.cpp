@@ -50,8 +50,9 @@ std::string resolveWeightDtype(const std::string &requested, const std::string &
 /// Zen 4, and with bf16_dot_rounded the logits' dot products on q rounded once; 11: transposed
 /// K's far prefetch asks for V only for pieces under 4 KiB; 12: the first token group of wide-row
 /// matmul tiles prefetches its weight rows on Intel; 13: the matmuls take token rows in chunks
-/// whose inputs stay in L2).
-constexpr int kGeneratorVersion = 13;
+/// whose inputs stay in L2; 14: on AVX-512 targets but Zen 4, each piece's logits overlapped with
+/// the previous piece's p.V).
+constexpr int kGeneratorVersion = 14;
 
 /// Whether the artifact's kernels read K transposed (see ModelCompileOptions::kTransposed): not
 /// with GPU kernels, which read K row-major.

@@ -76,6 +76,10 @@ struct CPUPipelineCLOptions : PassPipelineOptions<CPUPipelineCLOptions> {
       *this, "spread-prefetch",
       llvm::cl::desc("With k-transposed: far V and next K prefetches in p.V, not the logits"),
       llvm::cl::init(false)};
+  Option<bool> overlapPieces{
+      *this, "overlap-pieces",
+      llvm::cl::desc("With k-transposed: each piece's logits in one loop with the previous p.V"),
+      llvm::cl::init(false)};
   Option<bool> aot{*this, "aot", llvm::cl::desc("Set target CPU and features on every llvm.func"),
                    llvm::cl::init(false)};
   Option<std::string> targetCpu{*this, "target-cpu", llvm::cl::desc("CPU for aot ('host')"),
@@ -102,6 +106,7 @@ void mlir::hybridgen::buildCPUPipeline(OpPassManager &pm, const CPUPipelineOptio
   lowerOpts.bf16DotRounded = opts.bf16DotRounded; // implies bf16-dot in the pass
   lowerOpts.kTransposed = opts.kTransposed;
   lowerOpts.spreadPrefetch = opts.spreadPrefetch;
+  lowerOpts.overlapPieces = opts.overlapPieces;
   pm.addPass(createHGLowerAttentionToCPU(lowerOpts));
   pm.addPass(createHGLowerRuntimeCalls());
   // Dense model ops (lib/Models) that are linalg on memrefs (norms, activations, residuals: small
@@ -165,6 +170,7 @@ void mlir::hybridgen::registerPipelines() {
         opts.bf16DotRounded = cl.bf16DotRounded;
         opts.kTransposed = cl.kTransposed;
         opts.spreadPrefetch = cl.spreadPrefetch;
+        opts.overlapPieces = cl.overlapPieces;
         opts.aot = cl.aot;
         opts.targetCpu = cl.targetCpu;
         opts.targetFeatures = cl.targetFeatures;

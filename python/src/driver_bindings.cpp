@@ -202,6 +202,7 @@ void bindDriver(nb::module_ &m) {
   intField(options, "chunk_tokens", &CompileOptions::chunkTokens);
   intField(options, "far_prefetch_bytes", &CompileOptions::farPrefetchBytes);
   intField(options, "spread_prefetch", &CompileOptions::spreadPrefetch);
+  intField(options, "overlap_pieces", &CompileOptions::overlapPieces);
   intField(options, "vector_bits", &CompileOptions::vectorBits);
   options.def_rw("all_devices_on_cpu", &CompileOptions::allDevicesOnCpu)
       .def_rw("target_cpu", &CompileOptions::targetCpu)

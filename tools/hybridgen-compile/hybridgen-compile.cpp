@@ -64,6 +64,12 @@ static cl::opt<int64_t> spreadPrefetch(
              "from p.V instead of the logits (0 = off, 1 = on; -1 = the target's: on for znver4 "
              "with AVX-512)"),
     cl::init(hybridgen::driver::CompileOptions().spreadPrefetch), cl::cat(compileCategory));
+static cl::opt<int64_t> overlapPieces(
+    "overlap-pieces",
+    cl::desc("With K transposed: compute each piece's logits in one loop with the previous "
+             "piece's p.V (0 = off, 1 = on; -1 = the target's: on with AVX-512, except for "
+             "znver4, which takes the spread prefetch)"),
+    cl::init(hybridgen::driver::CompileOptions().overlapPieces), cl::cat(compileCategory));
 static cl::opt<int64_t> matmulRowPrefetchBytes(
     "matmul-row-prefetch-bytes",
     cl::desc("Model mode: how far ahead decode's matrix-vector rows prefetch their weights into "
@@ -169,6 +175,7 @@ int main(int argc, char **argv) {
   options.chunkTokens = chunkTokens;
   options.farPrefetchBytes = farPrefetchBytes;
   options.spreadPrefetch = spreadPrefetch;
+  options.overlapPieces = overlapPieces;
   options.amx = useAmx;
   options.bf16Dot = useBf16Dot;
   options.bf16DotRounded = useBf16DotRounded;

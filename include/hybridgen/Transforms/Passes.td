@@ -83,6 +83,10 @@ def HGLowerAttentionToCPU : Pass<"hg-lower-attention-to-cpu", "::mlir::ModuleOp"
            "With k-transposed and the far prefetch: ask for the far V rows in p.V and for the "
            "next piece's K rows into L1 there, instead of all in the logits (the driver turns it "
            "on for znver4)">,
+    Option<"overlapPieces", "overlap-pieces", "bool", /*default=*/"false",
+           "With k-transposed: each piece's logits are computed in one loop with the previous "
+           "piece's p.V, so K and V stream together (where spread-prefetch does not apply; the "
+           "driver turns it on except on znver4)">,
   ];
   let dependentDialects = [
     "::mlir::amx::AMXDialect", "::mlir::arith::ArithDialect", "::mlir::func::FuncDialect",

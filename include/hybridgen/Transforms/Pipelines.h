@@ -53,6 +53,9 @@ struct CPUPipelineOptions {
   /// With kTransposed: the dense kernel's prefetches spread over the whole piece
   /// (hg-lower-attention-to-cpu's spread-prefetch; the driver turns it on for znver4).
   bool spreadPrefetch = false;
+  /// With kTransposed: the dense kernel overlaps each piece's logits with the previous piece's
+  /// p.V (hg-lower-attention-to-cpu's overlap-pieces; the driver's default except on znver4).
+  bool overlapPieces = false;
   /// Ahead-of-time code: name the CPU and its features on every llvm.func.
   bool aot = false;
   /// With aot: the CPU ("host" = this machine) and a feature list (empty = the CPU's).

@@ -61,6 +61,9 @@ struct KernelConfig {
   /// The target wants the transposed kernel's prefetches spread over the whole piece: see
   /// spreadPrefetch (the function) for where it applies.
   bool spreadPrefetch = false;
+  /// The target wants each piece's logits computed with the previous piece's p.V: see
+  /// overlapPieces (the function) for where it applies.
+  bool overlapPieces = false;
 
   int64_t group() const { return qHeads / kvHeads; }
   /// f32 lanes of one vector register, and the number of vector registers.
@@ -320,6 +323,8 @@ struct DenseBlock {
   /// The cache lines of row |r| of kv head |kvh| in pool block |pb| of |pool| (K or V), with
   /// |locality| 3 (L1) or 2 (L2).
   void prefetchRow(Value pool, Value pb, Value kvh, Value r, int32_t locality);
+  /// The cache line at (row |r|, column |col|) of that piece, into L2.
+  void prefetchLine(Value pool, Value pb, Value kvh, Value r, Value col);
   /// Columns [col, col + width) of row |r| as dot-width f32 slices, in the (even, odd) order of
   /// bf16Pairs when it applies.
   SmallVector<Value> loadSlices(Value pool, Value pb, Value kvh, Value r, int64_t col,
@@ -364,13 +369,40 @@ struct DenseBlock {
                       ArrayRef<Value> alpha, Value pbNext, Value kvhNext, Value r0, Value r1);
   /// The accumulators of columns [col, col + accTileWidth) of every head of the unit, scaled by
   /// the heads' |alpha| (head-major, dot-width pieces), and their store back.
-  SmallVector<Value> loadTile(int64_t col, ArrayRef<Value> alpha);
-  void storeTile(ArrayRef<Value> tile, int64_t col);
+  /// Of unit |u| when given (else |unit|).
+  SmallVector<Value> loadTile(int64_t col, ArrayRef<Value> alpha, Value u = {});
+  void storeTile(ArrayRef<Value> tile, int64_t col, Value u = {});
+  /// The online-softmax update of unit |unit| for the logits in |scores| (rows outside [r0, r1)
+  /// masked): updates maxes and sums, leaves the probabilities in |scores| (and |probs|), and
+  /// returns each head's rescale factor of the accumulators.
+  SmallVector<Value> softmax(Value r0, Value r1);
+  /// p.V of the block's rows [r0, r1) into acc[unit] rescaled by |alpha|: a whole block with
+  /// unrolled rows, a partial one row by row (only its valid V rows are read).
+  void accumulate(Value pb, Value kvh, Value r0, Value r1, ArrayRef<Value> alpha, Value nextK,
+                  Value kvhNext);
+  /// With overlapPieces: p.V of the previous piece (|prevPb|, |prevKvh|, unit |prevUnit|, its
+  /// probabilities in |prevScores| and rescale factors |prevAlpha|; a whole block) in one loop
+  /// with the transposed logits of this piece (|pb|, |kvh|, |unit|, into |scores|): every row
+  /// step of p.V computes an equal share of the logit columns and asks for an equal share of
+  /// this piece's V lines and of the far piece's K lines, so that both streams and the math are
+  /// spread evenly over the step instead of K's burst in the logits and V's in p.V.
+  void overlappedStep(Value prevPb, Value prevKvh, Value prevUnit, Value prevScores,
+                      ArrayRef<Value> prevAlpha, Value pb, Value kvh);
   /// One block of unit |unit| (kv head |kvh|): updates acc, maxes and sums at |unit|.
   /// (|pbNext|, |kvhNext|) is the piece (pool block, kv head) the caller computes next, whose K
   /// rows it prefetches.
   void block(Value s, Value kvh, Value blk, Value t0, Value t1, Value pbNext, Value kvhNext);
 };
+
+/// Whether the dense kernel overlaps each piece's logits with the previous piece's p.V
+/// (DenseBlock::overlappedStep): asked for (KernelConfig::overlapPieces), K transposed, the
+/// exact dense kernel without spreadPrefetch, a row tile of the whole block, and a head dim and
+/// piece that split evenly over p.V's row steps. On Emerald Rapids the Llama-3-8B shape's 16-bit
+/// kernels read 0.72-0.77 -> 0.77-0.88 of the roof with it (docs/cpu-path.md, "Each piece's
+/// logits with the previous piece's p.V").
+bool overlapPieces(const KernelConfig &c);
+/// Rows per iteration of the overlapped loop.
+int64_t overlapUnroll(const KernelConfig &c);
 
 /// Emits the kernel function for |config| named |name| at the end of |module|. The signature is
 /// (q, k, v, block_table, lens, begin, end, o, m, l) with the memref types of kernelArgTypes.

@@ -201,6 +201,11 @@ void DenseBlock::prefetchRow(Value pool, Value pb, Value kvh, Value r, int32_t l
                                /*isWrite=*/false, locality, /*isDataCache=*/true);
 }
 
+void DenseBlock::prefetchLine(Value pool, Value pb, Value kvh, Value r, Value col) {
+  memref::PrefetchOp::create(e.b, pool, ValueRange{pb, kvh, r, col}, /*isWrite=*/false,
+                             /*locality=*/2, /*isDataCache=*/true);
+}
+
 /// Columns [col, col + width) of row |r| as dot-width f32 slices, in the (even, odd) order of
 /// bf16Pairs when it applies.
 SmallVector<Value> DenseBlock::loadSlices(Value pool, Value pb, Value kvh, Value r, int64_t col,
@@ -625,26 +630,28 @@ void DenseBlock::accumulateVDot(Value pb, Value kvh, Value lb, Value ub, int64_t
   }
 }
 
-SmallVector<Value> DenseBlock::loadTile(int64_t col, ArrayRef<Value> alpha) {
+SmallVector<Value> DenseBlock::loadTile(int64_t col, ArrayRef<Value> alpha, Value u) {
   int64_t w = c.dotWidth(), np = c.accTileWidth() / w;
+  u = u ? u : unit;
   auto pieceType = VectorType::get({w}, e.f32());
   SmallVector<Value> tile;
   for (int64_t g = 0; g < c.subGroup(); ++g) {
     Value a = e.splat(alpha[g], w);
     for (int64_t i = 0; i < np; ++i)
       tile.push_back(e.mulf(vector::LoadOp::create(e.b, pieceType, acc,
-                                                   ValueRange{unit, e.idx(g), e.idx(col + i * w)}),
+                                                   ValueRange{u, e.idx(g), e.idx(col + i * w)}),
                             a));
   }
   return tile;
 }
 
-void DenseBlock::storeTile(ArrayRef<Value> tile, int64_t col) {
+void DenseBlock::storeTile(ArrayRef<Value> tile, int64_t col, Value u) {
   int64_t w = c.dotWidth(), np = c.accTileWidth() / w;
+  u = u ? u : unit;
   for (int64_t g = 0; g < c.subGroup(); ++g)
     for (int64_t i = 0; i < np; ++i)
       vector::StoreOp::create(e.b, tile[g * np + i], acc,
-                              ValueRange{unit, e.idx(g), e.idx(col + i * w)});
+                              ValueRange{u, e.idx(g), e.idx(col + i * w)});
 }
 
 /// One block of unit |unit|: updates acc[unit], maxes[unit] and sums[unit].
@@ -662,17 +669,6 @@ void DenseBlock::block(Value s, Value kvh, Value blk, Value t0, Value t1, Value 
     for (int64_t col = 0; col < c.headDim; col += w)
       qv.push_back(vector::LoadOp::create(b, VectorType::get({w}, e.f32()), qs,
                                           ValueRange{h, e.idx(col)}));
-  }
-  // The statistics: (max, sum) as two vector<gs> with vectorStats, else gs maxima then gs sums.
-  SmallVector<Value> state;
-  if (vectorStats(c)) {
-    for (Value stat : {maxes, sums})
-      state.push_back(vector::LoadOp::create(b, VectorType::get({gs}, e.f32()), stat,
-                                             ValueRange{unit, e.idx(0)}));
-  } else {
-    for (Value stat : {maxes, sums})
-      for (int64_t g = 0; g < gs; ++g)
-        state.push_back(memref::LoadOp::create(b, stat, ValueRange{unit, e.idx(g)}));
   }
   Value pb = e.loadIndex(table, {s, blk});
   Value rowBase = e.muli(blk, e.idx(bs));
@@ -705,6 +701,25 @@ void DenseBlock::block(Value s, Value kvh, Value blk, Value t0, Value t1, Value 
     logitsByRow(pb, kvh, r0, r1, qv);
   }
 
+  SmallVector<Value> alpha = softmax(r0, r1);
+  accumulate(pb, kvh, r0, r1, alpha, nextK, kvhNext);
+}
+
+SmallVector<Value> DenseBlock::softmax(Value r0, Value r1) {
+  int64_t gs = c.subGroup(), bs = c.blockSize;
+  ImplicitLocOpBuilder &b = e.b;
+  bool dot = bf16DotApplies(c);
+  // The statistics: (max, sum) as two vector<gs> with vectorStats, else gs maxima then gs sums.
+  SmallVector<Value> state;
+  if (vectorStats(c)) {
+    for (Value stat : {maxes, sums})
+      state.push_back(vector::LoadOp::create(b, VectorType::get({gs}, e.f32()), stat,
+                                             ValueRange{unit, e.idx(0)}));
+  } else {
+    for (Value stat : {maxes, sums})
+      for (int64_t g = 0; g < gs; ++g)
+        state.push_back(memref::LoadOp::create(b, stat, ValueRange{unit, e.idx(g)}));
+  }
   // Garbage rows may hold NaN/Inf: mask by position, never by value.
   SmallVector<int32_t> positions(bs);
   for (int64_t i = 0; i < bs; ++i)
@@ -796,6 +811,14 @@ void DenseBlock::block(Value s, Value kvh, Value blk, Value t0, Value t1, Value 
     }
   }
 
+  return alpha;
+}
+
+void DenseBlock::accumulate(Value pb, Value kvh, Value r0, Value r1, ArrayRef<Value> alpha,
+                            Value nextK, Value kvhNext) {
+  int64_t bs = c.blockSize;
+  ImplicitLocOpBuilder &b = e.b;
+  bool dot = bf16DotApplies(c);
   // Whole blocks (all but at most two per chunk) take static, unrolled row loops; a partial
   // block walks exactly its valid rows, so V rows outside the range are never read.
   Value full = arith::AndIOp::create(b, e.cmpi(arith::CmpIPredicate::eq, r0, e.idx(0)),
@@ -828,4 +851,122 @@ void DenseBlock::block(Value s, Value kvh, Value blk, Value t0, Value t1, Value 
   e.ifThenElse(
       full, [&] { accumulateV(pb, kvh, e.idx(0), e.idx(bs), unroll, alpha, nextK, kvhNext); },
       [&] { accumulateV(pb, kvh, r0, r1, 1, alpha, nextK, kvhNext); });
+}
+
+bool cpu::overlapPieces(const KernelConfig &c) {
+  if (!c.overlapPieces || !c.kTransposed || c.topK != 0 || bf16DotApplies(c) ||
+      spreadPrefetch(c) || transposedRowTile(c) != c.blockSize || treeRows(c) == 0 ||
+      c.blockSize % overlapUnroll(c) != 0)
+    return false;
+  // Every p.V row step takes the same whole number of logit columns, and the prefetched lines
+  // split evenly: a whole number per step, or one every few steps (a divisor of the unroll).
+  int64_t steps = (c.headDim / c.accTileWidth()) * c.blockSize;
+  int64_t lines = c.pieceBytes() / 64;
+  return c.headDim % steps == 0 && c.pieceBytes() % 64 == 0 &&
+         (lines % steps == 0 || (steps % lines == 0 && overlapUnroll(c) % (steps / lines) == 0));
+}
+
+int64_t cpu::overlapUnroll(const KernelConfig &c) { return c.vectorRegs() / 8; }
+
+void DenseBlock::overlappedStep(Value prevPb, Value prevKvh, Value prevUnit, Value prevScores,
+                                ArrayRef<Value> prevAlpha, Value pb, Value kvh) {
+  int64_t gs = c.subGroup(), bs = c.blockSize, hd = c.headDim, l = c.lanes();
+  // The logits as logitsTransposed takes them for a tile of the whole block: bf16 rows of two
+  // registers as (even, odd) halves, two FMA chains per head where they fit.
+  bool halves = c.kvType.isBF16() && bs == 2 * l;
+  int64_t subs = halves ? 2 : 1, width = halves ? l : bs;
+  int64_t chains = gs * 2 * 2 <= c.vectorRegs() / 2 ? 2 : 1;
+  // p.V as accumulateV takes it: tiles of accTileWidth columns, a pass over the rows per tile.
+  int64_t tw = c.accTileWidth(), nt = hd / tw, w = c.dotWidth(), np = tw / w;
+  // Each of the nt x bs row steps of p.V computes |perStep| logit columns and asks for
+  // |linesPerStep| lines of this piece's V and of the far piece's K (and V for small pieces).
+  int64_t steps = nt * bs, perStep = hd / steps;
+  int64_t eltBytes = c.kvType.getIntOrFloatBitWidth() / 8, perLine = 64 / eltBytes;
+  int64_t lines = c.pieceBytes() / 64, lineCols = hd / perLine;
+  // |linesPerStep| lines every |stepsPerLine| steps (one of the two is 1).
+  int64_t linesPerStep = std::max<int64_t>(1, lines / steps);
+  int64_t stepsPerLine = std::max<int64_t>(1, steps / lines);
+  bool farV = farVInLogits(c);
+  // Rows per loop iteration: 4 on AVX-512 (8 let LLVM hoist the rows' loads and broadcasts
+  // ahead of their FMAs and spill them: 1.32 against 1.53x the roof cache-resident, bf16), 2 on
+  // AVX2.
+  int64_t unroll = overlapUnroll(c);
+  int64_t nTile = gs * np;
+  SmallVector<Value> logits(gs * chains * subs, e.splat(e.cf(0.0f), width));
+  for (int64_t t = 0; t < nt; ++t) {
+    int64_t col = t * tw;
+    SmallVector<Value> carried = loadTile(col, prevAlpha, prevUnit);
+    carried.append(logits);
+    SmallVector<Value> done =
+        e.loop(e.idx(0), e.idx(bs), e.idx(unroll), carried, [&](Value rBase, ValueRange a) {
+          SmallVector<Value> next(a);
+          for (int64_t u = 0; u < unroll; ++u) {
+            Value r = e.addi(rBase, e.idx(u));
+            Value step = e.addi(e.idx(t * bs), r);
+            // |step| is a multiple of |stepsPerLine| exactly when |u| is (rows start at
+            // multiples of the unroll, which it divides).
+            for (int64_t i = 0; i < linesPerStep && u % stepsPerLine == 0; ++i) {
+              Value line = e.addi(
+                  e.muli(e.divi(step, e.idx(stepsPerLine)), e.idx(linesPerStep)), e.idx(i));
+              Value row = e.divi(line, e.idx(lineCols));
+              Value lc = e.muli(e.remi(line, e.idx(lineCols)), e.idx(perLine));
+              prefetchLine(v, pb, kvh, row, lc);
+              if (pbFar) {
+                prefetchLine(k, pbFar, kvhFar, row, lc);
+                if (farV)
+                  prefetchLine(v, pbFar, kvhFar, row, lc);
+              }
+            }
+            // p.V: row r of the previous piece, this tile's columns.
+            SmallVector<Value> vs = loadSlices(v, prevPb, prevKvh, r, col, tw);
+            for (int64_t g = 0; g < gs; ++g) {
+              Value pg =
+                  e.splat(memref::LoadOp::create(e.b, prevScores, ValueRange{e.idx(g), r}), w);
+              for (int64_t i = 0; i < np; ++i)
+                next[g * np + i] = vector::FMAOp::create(e.b, pg, vs[i], next[g * np + i]);
+            }
+            // Logits: this piece's columns [step * perStep, (step + 1) * perStep).
+            for (int64_t i = 0; i < perStep; ++i) {
+              Value column = e.addi(e.muli(step, e.idx(perStep)), e.idx(i));
+              SmallVector<Value> kc;
+              if (halves) {
+                Value raw = vector::LoadOp::create(e.b, VectorType::get({bs}, c.kvType), kT,
+                                                   ValueRange{pb, kvh, column, e.idx(0)});
+                auto [even, odd] = e.bf16EvenOdd(raw);
+                kc = {even, odd};
+              } else {
+                kc.push_back(e.loadRowF32(kT, {pb, kvh, column, e.idx(0)}, bs));
+              }
+              int64_t chain = (u * perStep + i) % chains;
+              for (int64_t g = 0; g < gs; ++g) {
+                Value h = e.addi(e.muli(unit, e.idx(gs)), e.idx(g));
+                Value qe = e.splat(memref::LoadOp::create(e.b, qs, ValueRange{h, column}), width);
+                for (int64_t sub = 0; sub < subs; ++sub) {
+                  Value &x = next[nTile + (g * chains + chain) * subs + sub];
+                  x = vector::FMAOp::create(e.b, qe, kc[sub], x);
+                }
+              }
+            }
+          }
+          return next;
+        });
+    storeTile(ArrayRef(done).take_front(nTile), col, prevUnit);
+    logits.assign(done.begin() + nTile, done.end());
+  }
+  for (int64_t g = 0; g < gs; ++g) {
+    SmallVector<Value> sums;
+    for (int64_t sub = 0; sub < subs; ++sub) {
+      Value sum = logits[g * chains * subs + sub];
+      for (int64_t ch = 1; ch < chains; ++ch)
+        sum = e.addf(sum, logits[(g * chains + ch) * subs + sub]);
+      sums.push_back(sum);
+    }
+    if (halves) { // rows (0, 2, ..) and (1, 3, ..) zip back into row order
+      SmallVector<int64_t> zip;
+      for (int64_t i = 0; i < l; ++i)
+        zip.append({i, l + i});
+      sums = {vector::ShuffleOp::create(e.b, sums[0], sums[1], zip)};
+    }
+    vector::StoreOp::create(e.b, sums[0], scores, ValueRange{e.idx(g), e.idx(0)});
+  }
 }

@@ -55,7 +55,7 @@ std::string KernelConfig::mangle() const {
          (bf16DotApplies(*this) ? (bf16DotRounded ? "_dr" : "_dp") : "") +
          (bf16DotLogits(*this) ? "q" : "") +
          (interleavedFma(*this) ? "_il" : "") + (kTransposed ? "_kt" : "") +
-         (cpu::spreadPrefetch(*this) ? "_sp" : "");
+         (cpu::spreadPrefetch(*this) ? "_sp" : "") + (cpu::overlapPieces(*this) ? "_ov" : "");
 }
 
 Value cpu::transposedKView(ImplicitLocOpBuilder &b, Value k) {
@@ -111,6 +111,92 @@ cpu::createKernelFunction(ImplicitLocOpBuilder &b, StringRef name, const KernelC
   Emitter e{b};
   emitArgumentGuard(e, fn->getParentOfType<ModuleOp>(), c, args);
   return {fn, args};
+}
+
+/// The slot-major walk of one (sequence, unit group, chunk) iteration with overlapPieces: piece
+/// j's logits run in one loop with piece j-1's p.V (DenseBlock::overlappedStep), then piece j's
+/// softmax; the last piece's p.V follows the walk. Probabilities and rescale factors alternate
+/// between two buffers (piece j-1's are read while piece j's are written), and the pending
+/// piece's (pool block, kv head, unit, rows) wait in a small stack buffer. A partial block (the
+/// chunk's first or last) takes its p.V alone, row by row, since only its valid V rows may be
+/// read; the next piece's logits then run alone too.
+static void walkOverlapped(Emitter &e, const KernelConfig &c, DenseBlock &body, Value s,
+                           Value blkLo, Value blkHi, Value u0, Value u1, int64_t nsub, Value t0,
+                           Value t1, function_ref<void(Value, Value)> setFarPiece) {
+  ImplicitLocOpBuilder &b = e.b;
+  int64_t gs = c.subGroup(), bs = c.blockSize;
+  Value scores[2] = {body.scores, memref::AllocaOp::create(
+                                      b, MemRefType::get({gs, bs}, e.f32()), e.stackAlign())};
+  for (int64_t g = 0; g < gs; ++g)
+    vector::StoreOp::create(b, e.splat(e.negInf(), bs), scores[1], ValueRange{e.idx(g), e.idx(0)});
+  Value alphas = memref::AllocaOp::create(b, MemRefType::get({2, gs}, e.f32()), e.stackAlign());
+  enum Slot { kPending, kPb, kKvh, kUnit, kR0, kR1, kParity, kSlots };
+  Value state = memref::AllocaOp::create(b, MemRefType::get({kSlots}, b.getIndexType()));
+  for (int64_t i = 0; i < kSlots; ++i)
+    memref::StoreOp::create(b, e.idx(0), state, ValueRange{e.idx(i)});
+  auto get = [&](Slot i) {
+    return memref::LoadOp::create(b, state, ValueRange{e.idx(i)}).getResult();
+  };
+  // The pending piece's buffers: those of parity 1 - |parity| (this piece takes |parity|'s).
+  auto pendingScores = [&](Value parity) {
+    return e.select(e.cmpi(arith::CmpIPredicate::ne, parity, e.idx(0)), scores[0], scores[1]);
+  };
+  auto pendingAlpha = [&](Value parity) {
+    SmallVector<Value> a;
+    for (int64_t g = 0; g < gs; ++g)
+      a.push_back(
+          memref::LoadOp::create(b, alphas, ValueRange{e.subi(e.idx(1), parity), e.idx(g)}));
+    return a;
+  };
+  // p.V of the pending piece alone (a partial block, or the walk's last piece).
+  auto finishPending = [&](Value parity) {
+    e.ifThenElse(e.cmpi(arith::CmpIPredicate::ne, get(kPending), e.idx(0)), [&] {
+      Value unit = body.unit, current = body.scores;
+      body.unit = get(kUnit);
+      body.scores = pendingScores(parity);
+      body.accumulate(get(kPb), get(kKvh), get(kR0), get(kR1), pendingAlpha(parity), Value(),
+                      Value());
+      body.unit = unit;
+      body.scores = current;
+    });
+  };
+  e.forEach(blkLo, blkHi, e.idx(1), [&](Value blk) {
+    e.forEach(u0, u1, e.idx(1), [&](Value u) {
+      setFarPiece(blk, u);
+      Value kvh = e.divi(u, e.idx(nsub));
+      Value pb = e.loadIndex(body.table, {s, blk});
+      Value rowBase = e.muli(blk, e.idx(bs));
+      Value r0 = e.maxi(e.subi(t0, rowBase), e.idx(0));
+      Value r1 = e.mini(e.subi(t1, rowBase), e.idx(bs));
+      Value parity = get(kParity);
+      Value odd = e.cmpi(arith::CmpIPredicate::ne, parity, e.idx(0));
+      Value mine = e.select(odd, scores[1], scores[0]);
+      Value pendingWhole = arith::AndIOp::create(
+          b, e.cmpi(arith::CmpIPredicate::ne, get(kPending), e.idx(0)),
+          arith::AndIOp::create(b, e.cmpi(arith::CmpIPredicate::eq, get(kR0), e.idx(0)),
+                                e.cmpi(arith::CmpIPredicate::eq, get(kR1), e.idx(bs))));
+      body.unit = u;
+      body.scores = mine;
+      e.ifThenElse(
+          pendingWhole,
+          [&] {
+            body.overlappedStep(get(kPb), get(kKvh), get(kUnit), pendingScores(parity),
+                                pendingAlpha(parity), pb, kvh);
+          },
+          [&] {
+            finishPending(parity);
+            body.logitsTransposed(pb, kvh);
+          });
+      SmallVector<Value> alpha = body.softmax(r0, r1);
+      for (int64_t g = 0; g < gs; ++g)
+        memref::StoreOp::create(b, alpha[g], alphas, ValueRange{parity, e.idx(g)});
+      Value pending[kSlots] = {e.idx(1), pb, kvh, u, r0, r1, e.subi(e.idx(1), parity)};
+      for (int64_t i = 0; i < kSlots; ++i)
+        memref::StoreOp::create(b, pending[i], state, ValueRange{e.idx(i)});
+    });
+  });
+  finishPending(get(kParity));
+  body.scores = scores[0];
 }
 
 func::FuncOp cpu::buildDenseKernel(ModuleOp module, StringRef name, const KernelConfig &c,
@@ -281,6 +367,15 @@ func::FuncOp cpu::buildDenseKernel(ModuleOp module, StringRef name, const Kernel
     e.ifThenElse(e.cmpi(arith::CmpIPredicate::slt, blkLo, blkHi), [&] {
       body.prefetchPiece(e.loadIndex(table, {s, blkLo}), e.divi(u0, e.idx(nsub)));
     });
+    if (overlapPieces(c)) {
+      walkOverlapped(e, c, body, s, blkLo, blkHi, u0, u1, nsub, t0, t1, [&](Value blk, Value u) {
+        if (int64_t far = c.farPieces()) {
+          std::pair<Value, Value> farPiece = nextPiece(blk, u, far);
+          body.pbFar = e.loadIndex(table, {s, farPiece.first});
+          body.kvhFar = farPiece.second;
+        }
+      });
+    } else {
     e.forEach(blkLo, blkHi, e.idx(1), [&](Value blk) {
       e.forEach(u0, u1, e.idx(1), [&](Value u) {
         body.unit = u;
@@ -294,6 +389,7 @@ func::FuncOp cpu::buildDenseKernel(ModuleOp module, StringRef name, const Kernel
                    next.second);
       });
     });
+    }
     e.forEach(u0, u1, e.idx(1), [&](Value u) {
       Value row0 =
           e.muli(e.addi(e.muli(e.addi(e.muli(s, units), u), numChunks), ci), e.idx(gs));

@@ -66,6 +66,7 @@ struct LowerAttentionToCPUPass
     c.bf16DotRounded = bf16DotRounded;
     c.kTransposed = kTransposed;
     c.spreadPrefetch = spreadPrefetch;
+    c.overlapPieces = overlapPieces;
     if (c.kTransposed && c.topK > 0)
       return op.emitOpError("k-transposed (K pool pieces stored [head_dim][block_size]) is not "
                             "supported by the top-k kernel");
