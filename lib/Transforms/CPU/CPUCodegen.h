@@ -352,6 +352,15 @@ struct DenseBlock {
   /// broadcast q element, two FMA chains per head (even and odd columns) when they fit.
   /// Prefetches the block's V rows, spread over the columns.
   void logitsTransposed(Value pb, Value kvh);
+  /// The transposed logits' FMAs of column |col| for rows [rt, rt + tile): the column loaded
+  /// and widened once (bf16 rows of two registers as (even, odd) halves), times each head's
+  /// broadcast q element, into chain |chain| of |acc| (head-major: heads x chains x halves).
+  void columnLogits(Value pb, Value kvh, Value col, int64_t rt, int64_t tile, int64_t chains,
+                    int64_t chain, MutableArrayRef<Value> acc);
+  /// Each head's chains of |acc| summed (|subs| vectors of |width| rows each; |halves|: the
+  /// (even, odd) rows zipped back into order) and stored as rows [rt, ..) of |scores|.
+  void storeColumnLogits(ArrayRef<Value> acc, int64_t rt, int64_t chains, int64_t subs,
+                         int64_t width, bool halves);
   /// Logits of rows [r0, r1) one row at a time (dot widths that are not a power of two).
   void logitsByRow(Value pb, Value kvh, Value r0, Value r1, ArrayRef<Value> qv);
   /// acc[g, tile] = acc[g, tile] * alpha[g] + sum over rows [lb, ub) of p[g, r] * V[r, tile], for

@@ -471,46 +471,58 @@ void DenseBlock::logitsTransposed(Value pb, Value kvh) {
         }
         return a;
       }
-      for (int64_t u = 0; u < unroll; ++u) {
-        Value col = e.addi(c0, e.idx(u));
-        SmallVector<Value> kc;
-        if (halves) {
-          Value raw = vector::LoadOp::create(e.b, VectorType::get({tile}, c.kvType), kT,
-                                             ValueRange{pb, kvh, col, e.idx(rt)});
-          auto [even, odd] = e.bf16EvenOdd(raw);
-          kc = {even, odd};
-        } else {
-          kc.push_back(e.loadRowF32(kT, {pb, kvh, col, e.idx(rt)}, tile));
-        }
-        for (int64_t g = 0; g < gs; ++g) {
-          Value h = e.addi(e.muli(unit, e.idx(gs)), e.idx(g));
-          Value qe = e.splat(memref::LoadOp::create(e.b, qs, ValueRange{h, col}), width);
-          for (int64_t sub = 0; sub < subs; ++sub) {
-            Value &x = a[(g * chains + u % chains) * subs + sub];
-            x = vector::FMAOp::create(e.b, qe, kc[sub], x);
-          }
-        }
-      }
+      for (int64_t u = 0; u < unroll; ++u)
+        columnLogits(pb, kvh, e.addi(c0, e.idx(u)), rt, tile, chains, u % chains, a);
       return a;
     });
-    for (int64_t g = 0; g < gs; ++g) {
-      SmallVector<Value> sums;
-      for (int64_t sub = 0; sub < subs; ++sub) {
-        Value sum = acc[g * chains * subs + sub];
-        for (int64_t ch = 1; ch < chains; ++ch)
-          sum = e.addf(sum, acc[(g * chains + ch) * subs + sub]);
-        sums.push_back(sum);
-      }
-      if (halves) { // rows (0, 2, ..) and (1, 3, ..) zip back into row order
-        SmallVector<int64_t> zip;
-        for (int64_t i = 0; i < l; ++i)
-          zip.append({i, l + i});
-        sums = {vector::ShuffleOp::create(e.b, sums[0], sums[1], zip)};
-      }
-      for (size_t sub = 0; sub < sums.size(); ++sub)
-        vector::StoreOp::create(e.b, sums[sub], scores,
-                                ValueRange{e.idx(g), e.idx(rt + int64_t(sub) * width)});
+    storeColumnLogits(acc, rt, chains, subs, width, halves);
+  }
+}
+
+void DenseBlock::columnLogits(Value pb, Value kvh, Value col, int64_t rt, int64_t tile,
+                              int64_t chains, int64_t chain, MutableArrayRef<Value> acc) {
+  int64_t gs = c.subGroup(), l = c.lanes();
+  bool halves = c.kvType.isBF16() && tile == 2 * l;
+  int64_t subs = halves ? 2 : 1, width = halves ? l : tile;
+  SmallVector<Value> kc;
+  if (halves) {
+    Value raw = vector::LoadOp::create(e.b, VectorType::get({tile}, c.kvType), kT,
+                                       ValueRange{pb, kvh, col, e.idx(rt)});
+    auto [even, odd] = e.bf16EvenOdd(raw);
+    kc = {even, odd};
+  } else {
+    kc.push_back(e.loadRowF32(kT, {pb, kvh, col, e.idx(rt)}, tile));
+  }
+  for (int64_t g = 0; g < gs; ++g) {
+    Value h = e.addi(e.muli(unit, e.idx(gs)), e.idx(g));
+    Value qe = e.splat(memref::LoadOp::create(e.b, qs, ValueRange{h, col}), width);
+    for (int64_t sub = 0; sub < subs; ++sub) {
+      Value &x = acc[(g * chains + chain) * subs + sub];
+      x = vector::FMAOp::create(e.b, qe, kc[sub], x);
     }
+  }
+}
+
+void DenseBlock::storeColumnLogits(ArrayRef<Value> acc, int64_t rt, int64_t chains, int64_t subs,
+                                   int64_t width, bool halves) {
+  int64_t l = c.lanes();
+  for (int64_t g = 0; g < c.subGroup(); ++g) {
+    SmallVector<Value> sums;
+    for (int64_t sub = 0; sub < subs; ++sub) {
+      Value sum = acc[g * chains * subs + sub];
+      for (int64_t ch = 1; ch < chains; ++ch)
+        sum = e.addf(sum, acc[(g * chains + ch) * subs + sub]);
+      sums.push_back(sum);
+    }
+    if (halves) { // rows (0, 2, ..) and (1, 3, ..) zip back into row order
+      SmallVector<int64_t> zip;
+      for (int64_t i = 0; i < l; ++i)
+        zip.append({i, l + i});
+      sums = {vector::ShuffleOp::create(e.b, sums[0], sums[1], zip)};
+    }
+    for (size_t sub = 0; sub < sums.size(); ++sub)
+      vector::StoreOp::create(e.b, sums[sub], scores,
+                              ValueRange{e.idx(g), e.idx(rt + int64_t(sub) * width)});
   }
 }
 
@@ -926,47 +938,15 @@ void DenseBlock::overlappedStep(Value prevPb, Value prevKvh, Value prevUnit, Val
                 next[g * np + i] = vector::FMAOp::create(e.b, pg, vs[i], next[g * np + i]);
             }
             // Logits: this piece's columns [step * perStep, (step + 1) * perStep).
-            for (int64_t i = 0; i < perStep; ++i) {
-              Value column = e.addi(e.muli(step, e.idx(perStep)), e.idx(i));
-              SmallVector<Value> kc;
-              if (halves) {
-                Value raw = vector::LoadOp::create(e.b, VectorType::get({bs}, c.kvType), kT,
-                                                   ValueRange{pb, kvh, column, e.idx(0)});
-                auto [even, odd] = e.bf16EvenOdd(raw);
-                kc = {even, odd};
-              } else {
-                kc.push_back(e.loadRowF32(kT, {pb, kvh, column, e.idx(0)}, bs));
-              }
-              int64_t chain = (u * perStep + i) % chains;
-              for (int64_t g = 0; g < gs; ++g) {
-                Value h = e.addi(e.muli(unit, e.idx(gs)), e.idx(g));
-                Value qe = e.splat(memref::LoadOp::create(e.b, qs, ValueRange{h, column}), width);
-                for (int64_t sub = 0; sub < subs; ++sub) {
-                  Value &x = next[nTile + (g * chains + chain) * subs + sub];
-                  x = vector::FMAOp::create(e.b, qe, kc[sub], x);
-                }
-              }
-            }
+            for (int64_t i = 0; i < perStep; ++i)
+              columnLogits(pb, kvh, e.addi(e.muli(step, e.idx(perStep)), e.idx(i)), 0, bs,
+                           chains, (u * perStep + i) % chains,
+                           MutableArrayRef(next).drop_front(nTile));
           }
           return next;
         });
     storeTile(ArrayRef(done).take_front(nTile), col, prevUnit);
     logits.assign(done.begin() + nTile, done.end());
   }
-  for (int64_t g = 0; g < gs; ++g) {
-    SmallVector<Value> sums;
-    for (int64_t sub = 0; sub < subs; ++sub) {
-      Value sum = logits[g * chains * subs + sub];
-      for (int64_t ch = 1; ch < chains; ++ch)
-        sum = e.addf(sum, logits[(g * chains + ch) * subs + sub]);
-      sums.push_back(sum);
-    }
-    if (halves) { // rows (0, 2, ..) and (1, 3, ..) zip back into row order
-      SmallVector<int64_t> zip;
-      for (int64_t i = 0; i < l; ++i)
-        zip.append({i, l + i});
-      sums = {vector::ShuffleOp::create(e.b, sums[0], sums[1], zip)};
-    }
-    vector::StoreOp::create(e.b, sums[0], scores, ValueRange{e.idx(g), e.idx(0)});
-  }
+  storeColumnLogits(logits, 0, chains, subs, width, halves);
 }
