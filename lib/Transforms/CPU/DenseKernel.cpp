@@ -367,28 +367,25 @@ func::FuncOp cpu::buildDenseKernel(ModuleOp module, StringRef name, const Kernel
     e.ifThenElse(e.cmpi(arith::CmpIPredicate::slt, blkLo, blkHi), [&] {
       body.prefetchPiece(e.loadIndex(table, {s, blkLo}), e.divi(u0, e.idx(nsub)));
     });
+    auto setFarPiece = [&](Value blk, Value u) {
+      if (int64_t far = c.farPieces()) {
+        std::pair<Value, Value> farPiece = nextPiece(blk, u, far);
+        body.pbFar = e.loadIndex(table, {s, farPiece.first});
+        body.kvhFar = farPiece.second;
+      }
+    };
     if (overlapPieces(c)) {
-      walkOverlapped(e, c, body, s, blkLo, blkHi, u0, u1, nsub, t0, t1, [&](Value blk, Value u) {
-        if (int64_t far = c.farPieces()) {
-          std::pair<Value, Value> farPiece = nextPiece(blk, u, far);
-          body.pbFar = e.loadIndex(table, {s, farPiece.first});
-          body.kvhFar = farPiece.second;
-        }
-      });
+      walkOverlapped(e, c, body, s, blkLo, blkHi, u0, u1, nsub, t0, t1, setFarPiece);
     } else {
-    e.forEach(blkLo, blkHi, e.idx(1), [&](Value blk) {
-      e.forEach(u0, u1, e.idx(1), [&](Value u) {
-        body.unit = u;
-        if (int64_t far = c.farPieces()) {
-          std::pair<Value, Value> farPiece = nextPiece(blk, u, far);
-          body.pbFar = e.loadIndex(table, {s, farPiece.first});
-          body.kvhFar = farPiece.second;
-        }
-        std::pair<Value, Value> next = nextPiece(blk, u);
-        body.block(s, e.divi(u, e.idx(nsub)), blk, t0, t1, e.loadIndex(table, {s, next.first}),
-                   next.second);
+      e.forEach(blkLo, blkHi, e.idx(1), [&](Value blk) {
+        e.forEach(u0, u1, e.idx(1), [&](Value u) {
+          body.unit = u;
+          setFarPiece(blk, u);
+          std::pair<Value, Value> next = nextPiece(blk, u);
+          body.block(s, e.divi(u, e.idx(nsub)), blk, t0, t1, e.loadIndex(table, {s, next.first}),
+                     next.second);
+        });
       });
-    });
     }
     e.forEach(u0, u1, e.idx(1), [&](Value u) {
       Value row0 =
