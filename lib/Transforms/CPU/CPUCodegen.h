@@ -323,8 +323,13 @@ struct DenseBlock {
   /// The cache lines of row |r| of kv head |kvh| in pool block |pb| of |pool| (K or V), with
   /// |locality| 3 (L1) or 2 (L2).
   void prefetchRow(Value pool, Value pb, Value kvh, Value r, int32_t locality);
-  /// The cache line at (row |r|, column |col|) of that piece, into L2.
-  void prefetchLine(Value pool, Value pb, Value kvh, Value r, Value col);
+  /// The cache line at (row |r|, column |col|) of that piece, with |locality|.
+  void prefetchLine(Value pool, Value pb, Value kvh, Value r, Value col, int32_t locality);
+  /// p.V of one row: row |r| of V in pool block |pb|, kv head |kvh|, columns [col, col +
+  /// accTileWidth), times each head's probability of that row in |probs|, into |tile|
+  /// (head-major, dot-width pieces).
+  void rowTimesV(Value probs, Value pb, Value kvh, Value r, int64_t col,
+                 MutableArrayRef<Value> tile);
   /// Columns [col, col + width) of row |r| as dot-width f32 slices, in the (even, odd) order of
   /// bf16Pairs when it applies.
   SmallVector<Value> loadSlices(Value pool, Value pb, Value kvh, Value r, int64_t col,

@@ -197,13 +197,25 @@ void DenseBlock::prefetchRow(Value pool, Value pb, Value kvh, Value r, int32_t l
   int64_t eltBytes = c.kvType.getIntOrFloatBitWidth() / 8;
   int64_t perLine = std::max<int64_t>(1, 64 / eltBytes);
   for (int64_t col = 0; col < c.headDim; col += perLine)
-    memref::PrefetchOp::create(e.b, pool, ValueRange{pb, kvh, r, e.idx(col)},
-                               /*isWrite=*/false, locality, /*isDataCache=*/true);
+    prefetchLine(pool, pb, kvh, r, e.idx(col), locality);
 }
 
-void DenseBlock::prefetchLine(Value pool, Value pb, Value kvh, Value r, Value col) {
-  memref::PrefetchOp::create(e.b, pool, ValueRange{pb, kvh, r, col}, /*isWrite=*/false,
-                             /*locality=*/2, /*isDataCache=*/true);
+void DenseBlock::prefetchLine(Value pool, Value pb, Value kvh, Value r, Value col,
+                              int32_t locality) {
+  memref::PrefetchOp::create(e.b, pool, ValueRange{pb, kvh, r, col}, /*isWrite=*/false, locality,
+                             /*isDataCache=*/true);
+}
+
+void DenseBlock::rowTimesV(Value probs, Value pb, Value kvh, Value r, int64_t col,
+                           MutableArrayRef<Value> tile) {
+  int64_t w = c.dotWidth(), np = c.accTileWidth() / w;
+  SmallVector<Value> vs = loadSlices(v, pb, kvh, r, col, c.accTileWidth());
+  for (int64_t g = 0; g < c.subGroup(); ++g) {
+    // A scalar load splat from memory becomes one broadcast load.
+    Value pg = e.splat(memref::LoadOp::create(e.b, probs, ValueRange{e.idx(g), r}), w);
+    for (int64_t i = 0; i < np; ++i)
+      tile[g * np + i] = vector::FMAOp::create(e.b, pg, vs[i], tile[g * np + i]);
+  }
 }
 
 /// Columns [col, col + width) of row |r| as dot-width f32 slices, in the (even, odd) order of
@@ -544,8 +556,7 @@ void DenseBlock::logitsByRow(Value pb, Value kvh, Value r0, Value r1, ArrayRef<V
 /// still comes from memory (L1 after the first tile) once.
 void DenseBlock::accumulateV(Value pb, Value kvh, Value lb, Value ub, int64_t unroll,
                              ArrayRef<Value> alpha, Value pbNext, Value kvhNext) {
-  int64_t gs = c.subGroup(), tw = c.accTileWidth(), nt = c.headDim / tw, w = c.dotWidth();
-  int64_t np = tw / w; // dot-width pieces per tile and head
+  int64_t tw = c.accTileWidth(), nt = c.headDim / tw;
   Value farV = spreadPrefetch(c) ? pbFar : Value(); // else see farVInLogits
   for (int64_t t = 0; t < nt; ++t) {
     int64_t col = t * tw;
@@ -558,13 +569,7 @@ void DenseBlock::accumulateV(Value pb, Value kvh, Value lb, Value ub, int64_t un
           prefetchRow(k, pbNext, kvhNext, r, /*locality=*/3);
         if (t == 0 && farV)
           prefetchRow(v, farV, kvhFar, r, /*locality=*/2);
-        SmallVector<Value> vs = loadSlices(v, pb, kvh, r, col, tw);
-        for (int64_t g = 0; g < gs; ++g) {
-          // A scalar load splat from memory becomes one broadcast load.
-          Value pg = e.splat(memref::LoadOp::create(e.b, scores, ValueRange{e.idx(g), r}), w);
-          for (int64_t i = 0; i < np; ++i)
-            next[g * np + i] = vector::FMAOp::create(e.b, pg, vs[i], next[g * np + i]);
-        }
+        rowTimesV(scores, pb, kvh, r, col, next);
         if (t == 0 && pbNext && pacedPrefetch(c))
           prefetchAfter = vector::ExtractOp::create(e.b, next[0], 0);
       }
@@ -922,21 +927,16 @@ void DenseBlock::overlappedStep(Value prevPb, Value prevKvh, Value prevUnit, Val
                   e.muli(e.divi(step, e.idx(stepsPerLine)), e.idx(linesPerStep)), e.idx(i));
               Value row = e.divi(line, e.idx(lineCols));
               Value lc = e.muli(e.remi(line, e.idx(lineCols)), e.idx(perLine));
-              prefetchLine(v, pb, kvh, row, lc);
+              prefetchLine(v, pb, kvh, row, lc, 2);
               if (pbFar) {
-                prefetchLine(k, pbFar, kvhFar, row, lc);
+                prefetchLine(k, pbFar, kvhFar, row, lc, 2);
                 if (farV)
-                  prefetchLine(v, pbFar, kvhFar, row, lc);
+                  prefetchLine(v, pbFar, kvhFar, row, lc, 2);
               }
             }
             // p.V: row r of the previous piece, this tile's columns.
-            SmallVector<Value> vs = loadSlices(v, prevPb, prevKvh, r, col, tw);
-            for (int64_t g = 0; g < gs; ++g) {
-              Value pg =
-                  e.splat(memref::LoadOp::create(e.b, prevScores, ValueRange{e.idx(g), r}), w);
-              for (int64_t i = 0; i < np; ++i)
-                next[g * np + i] = vector::FMAOp::create(e.b, pg, vs[i], next[g * np + i]);
-            }
+            rowTimesV(prevScores, prevPb, prevKvh, r, col,
+                      MutableArrayRef(next).take_front(nTile));
             // Logits: this piece's columns [step * perStep, (step + 1) * perStep).
             for (int64_t i = 0; i < perStep; ++i)
               columnLogits(pb, kvh, e.addi(e.muli(step, e.idx(perStep)), e.idx(i)), 0, bs,
