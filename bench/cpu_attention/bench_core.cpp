@@ -215,8 +215,9 @@ void runCases(const BenchOptions &opts,
         fill(k, dtype, 1);
         fill(v, dtype, 2);
         std::vector<int32_t> table(batch * blocksPerSeq), lens(batch, int32_t(context));
-        // Interleave the sequences' blocks, as an allocator serving a batch would: one block
-        // (or a run of --run-blocks consecutive blocks) of each sequence in turn.
+        // Interleave the sequences' blocks as the runtime's pool does for a batch decoded in
+        // lockstep: a run of --run-blocks consecutive blocks (default: FreeBlocks's run) of each
+        // sequence in turn.
         int64_t reuse = opts.reuseBlocks, run = std::min(opts.runBlocks, blocksPerSeq);
         for (int64_t b = 0; b < batch; ++b)
           for (int64_t i = 0; i < blocksPerSeq; ++i) {

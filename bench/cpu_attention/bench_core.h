@@ -5,6 +5,7 @@
 // MLIR-free: kernels are called through memref_call::Arg views.
 #pragma once
 
+#include "hybridgen/runtime/free_blocks.h"
 #include "hybridgen/runtime/memref_call.h"
 
 #include <cstdint>
@@ -23,7 +24,9 @@ struct BenchOptions {
   double maxGiB = 4.5, minSeconds = 0.4;
   int64_t qHeads = 32, kvHeads = 8, headDim = 128, block = 16;
   int64_t reuseBlocks = 0; // >0: every sequence reads the first N pool blocks (cache-resident)
-  int64_t runBlocks = 1;   // the sequences' blocks interleave in runs of N consecutive blocks
+  // The sequences' blocks interleave in runs of N consecutive blocks; by default as the runtime's
+  // pool hands them to a batch growing in lockstep (FreeBlocks). 1: one block of each in turn.
+  int64_t runBlocks = rt::FreeBlocks::kAllocRunBlocks;
 };
 
 /// Steady-clock seconds (for timing compiles and calls).

@@ -158,10 +158,7 @@ Status KvPool::init() {
   }
   free_.resize(size_t(nt));
   for (int32_t t = 0; t < nt; ++t) {
-    auto &fl = free_[size_t(t)];
-    fl.reserve(size_t(tierCount_[size_t(t)]));
-    for (int64_t i = tierCount_[size_t(t)] - 1; i >= 0; --i) // lowest id pops first
-      fl.push_back(int32_t(tierFirst_[size_t(t)] + i));
+    free_[size_t(t)] = FreeBlocks(int32_t(tierFirst_[size_t(t)]), int32_t(tierCount_[size_t(t)]));
     appendOrder_.push_back(t);
   }
   owner_.assign(size_t(totalBlocks_), -1);
@@ -257,15 +254,11 @@ Status KvPool::setAppendTierOrder(std::vector<int32_t> order) {
   return Status::ok();
 }
 
-Result<int32_t> KvPool::allocBlock(int32_t orderStart) {
+Result<int32_t> KvPool::allocBlock(int32_t orderStart, int32_t after) {
   size_t n = cfg_.spill ? appendOrder_.size() : size_t(orderStart) + 1;
   for (size_t i = size_t(orderStart); i < n && i < appendOrder_.size(); ++i) {
-    auto &fl = free_[size_t(appendOrder_[i])];
-    if (!fl.empty()) {
-      int32_t b = fl.back();
-      fl.pop_back();
+    if (int32_t b = free_[size_t(appendOrder_[i])].take(after); b >= 0)
       return b;
-    }
   }
   return exhausted("pool: all tiers full");
 }
@@ -274,7 +267,7 @@ void KvPool::releaseBlock(int32_t block) {
   owner_[size_t(block)] = -1;
   logical_[size_t(block)] = -1;
   hits_[size_t(block)] = 0;
-  free_[size_t(tierOfBlock(block))].push_back(block);
+  free_[size_t(tierOfBlock(block))].release(block);
 }
 
 Status KvPool::copyBlock(int32_t dst, int32_t src) {

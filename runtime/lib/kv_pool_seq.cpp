@@ -93,7 +93,7 @@ Result<int64_t> KvPool::appendTokens(int64_t seq, int64_t n) {
                      ": needs " + std::to_string(need) + " blocks, " + std::to_string(room) +
                      " free in the tiers allowed" + (cfg_.spill ? "" : " (spill disabled)"));
   for (int64_t i = 0; i < need; ++i) {
-    int32_t b = *allocBlock(0); // cannot fail: room checked above
+    int32_t b = *allocBlock(0, s.blocks.empty() ? -1 : s.blocks.back()); // room checked above
     owner_[size_t(b)] = seq;
     logical_[size_t(b)] = int32_t(s.blocks.size());
     s.blocks.push_back(b);
@@ -239,14 +239,14 @@ Status KvPool::migrateBlock(int64_t seq, int64_t logical, int32_t tier) {
   int32_t src = it->second.blocks[size_t(logical)];
   if (tierOfBlock(src) == tier)
     return Status::ok();
-  auto &fl = free_[size_t(tier)];
+  FreeBlocks &fl = free_[size_t(tier)];
   if (fl.empty())
     return exhausted("pool: tier '" + topo_.tiers()[size_t(tier)].name + "' has no free block to migrate into");
-  int32_t dst = fl.back();
-  fl.pop_back();
+  // Next to the sequence's previous block when that is in |tier| too, so migrated runs stay runs.
+  int32_t dst = fl.take(logical > 0 ? it->second.blocks[size_t(logical - 1)] : -1);
   // Copy first, repoint second: readers of the table see either the old or the new complete block.
   if (Status s = copyBlock(dst, src); !s) {
-    fl.push_back(dst); // the table still names the intact source block
+    fl.release(dst); // the table still names the intact source block
     return s;
   }
   owner_[size_t(dst)] = seq;

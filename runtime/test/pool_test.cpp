@@ -214,6 +214,29 @@ TEST(KvPool, FreedBlocksComeBackInAscendingOrder) {
   EXPECT_TRUE(test::verifySequence(*pool, b, 2));
 }
 
+TEST(KvPool, ABatchDecodedInLockstepKeepsRunsOfBlocks) {
+  // One token of every sequence per step, as a decode batch grows: each sequence's blocks still
+  // come in runs of consecutive ids (the kernels read them as longer streams; free_blocks.h).
+  auto pool = makePool(test::threeTierConfig("4MiB"));
+  ASSERT_TRUE(pool);
+  std::vector<int64_t> seqs;
+  for (int i = 0; i < 4; ++i)
+    seqs.push_back(pool->createSequence());
+  const int64_t steps = 16 * (FreeBlocks::kAllocRunBlocks + 3);
+  for (int64_t step = 0; step < steps; ++step)
+    for (size_t i = 0; i < seqs.size(); ++i)
+      appendTagged(*pool, seqs[i], 10 + i, 1);
+  for (size_t i = 0; i < seqs.size(); ++i) {
+    const std::vector<int32_t> &t = pool->blockTable(seqs[i]);
+    ASSERT_EQ(t.size(), size_t(FreeBlocks::kAllocRunBlocks + 3));
+    int jumps = 0;
+    for (size_t j = 1; j < t.size(); ++j)
+      jumps += t[j] != t[j - 1] + 1;
+    EXPECT_EQ(jumps, 1) << "sequence " << i;
+    EXPECT_TRUE(test::verifySequence(*pool, seqs[i], 10 + i));
+  }
+}
+
 TEST(KvPool, NoSpillFailsWhenPreferredTierIsFull) {
   auto pool = makePool(test::threeTierConfig("64KiB", "1MiB", "1MiB"), 2, /*spill=*/false);
   ASSERT_TRUE(pool);

@@ -315,8 +315,10 @@ Result<std::unique_ptr<ModelRunner>> ModelRunner::open(const std::string &artifa
   poolCfg.numLayers = int32_t(c.layers);
   poolCfg.layout = layout;
   // Every block batch x maxContext can use, written now: the first prefill then pays no page
-  // faults, and a machine without the memory says so here.
-  poolCfg.commitBlocksPerTier = int64_t(options.batch) * (blocksPerSeq + 1);
+  // faults, and a machine without the memory says so here. Each sequence's blocks come in runs
+  // (FreeBlocks), so a batch spans its blocks rounded up to whole runs.
+  const int64_t run = FreeBlocks::kAllocRunBlocks;
+  poolCfg.commitBlocksPerTier = int64_t(options.batch) * ((blocksPerSeq + 1 + run - 1) / run * run);
   Result<std::unique_ptr<KvPool>> pool = KvPool::create(*topo, poolCfg);
   if (!pool)
     return pool.status();

@@ -1,6 +1,7 @@
 // Paged KV cache over memory tiers: block allocation, per-sequence block tables, appends, migration.
 #pragma once
 
+#include "hybridgen/runtime/free_blocks.h"
 #include "hybridgen/runtime/kv_layout.h"
 #include "hybridgen/runtime/status.h"
 #include "hybridgen/runtime/tier_memory.h"
@@ -122,7 +123,9 @@ private:
   Status init();
   /// Writes the pages of blocks [first, first + count) of every layer's K and V arrays.
   Status commitBlocks(int64_t first, int64_t count);
-  Result<int32_t> allocBlock(int32_t preferredOrderStart);
+  /// A free block from the tiers of appendTierOrder() from |preferredOrderStart|, next to |after|
+  /// (the sequence's last block, -1 none) where it can (FreeBlocks::take).
+  Result<int32_t> allocBlock(int32_t preferredOrderStart, int32_t after);
   /// The block table of |seq| if |layer| and tokens [pos, pos+n) exist, else the error.
   Result<const std::vector<int32_t> *> tokenBlocks(int64_t seq, int32_t layer, int64_t pos,
                                                    int64_t n) const;
@@ -142,7 +145,7 @@ private:
   PoolConfig cfg_;
   std::vector<std::unique_ptr<TierMemory>> mem_;
   std::vector<int64_t> tierFirst_, tierCount_;
-  std::vector<std::vector<int32_t>> free_; // per tier, a stack of free block ids
+  std::vector<FreeBlocks> free_; // per tier
   std::vector<int32_t> appendOrder_;
   int64_t totalBlocks_ = 0;
   size_t mapBytes_ = 0;
