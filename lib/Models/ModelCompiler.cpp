@@ -51,8 +51,8 @@ std::string resolveWeightDtype(const std::string &requested, const std::string &
 /// K's far prefetch asks for V only for pieces under 4 KiB; 12: the first token group of wide-row
 /// matmul tiles prefetches its weight rows on Intel; 13: the matmuls take token rows in chunks
 /// whose inputs stay in L2; 14: on AVX-512 targets but Zen 4, each piece's logits overlapped with
-/// the previous piece's p.V).
-constexpr int kGeneratorVersion = 14;
+/// the previous piece's p.V; 15: on AVX2 targets too, for f32 KV).
+constexpr int kGeneratorVersion = 15;
 
 /// Whether the artifact's kernels read K transposed (see ModelCompileOptions::kTransposed): not
 /// with GPU kernels, which read K row-major.

@@ -80,6 +80,10 @@ struct CPUPipelineCLOptions : PassPipelineOptions<CPUPipelineCLOptions> {
       *this, "overlap-pieces",
       llvm::cl::desc("With k-transposed: each piece's logits in one loop with the previous p.V"),
       llvm::cl::init(false)};
+  Option<int64_t> overlapPieces16{
+      *this, "overlap-pieces-16bit-kv",
+      llvm::cl::desc("overlap-pieces for bf16/f16 KV (-1: as overlap-pieces, 0 off, 1 on)"),
+      llvm::cl::init(-1)};
   Option<bool> aot{*this, "aot", llvm::cl::desc("Set target CPU and features on every llvm.func"),
                    llvm::cl::init(false)};
   Option<std::string> targetCpu{*this, "target-cpu", llvm::cl::desc("CPU for aot ('host')"),
@@ -107,6 +111,7 @@ void mlir::hybridgen::buildCPUPipeline(OpPassManager &pm, const CPUPipelineOptio
   lowerOpts.kTransposed = opts.kTransposed;
   lowerOpts.spreadPrefetch = opts.spreadPrefetch;
   lowerOpts.overlapPieces = opts.overlapPieces;
+  lowerOpts.overlapPieces16 = opts.overlapPieces16;
   pm.addPass(createHGLowerAttentionToCPU(lowerOpts));
   pm.addPass(createHGLowerRuntimeCalls());
   // Dense model ops (lib/Models) that are linalg on memrefs (norms, activations, residuals: small
@@ -171,6 +176,7 @@ void mlir::hybridgen::registerPipelines() {
         opts.kTransposed = cl.kTransposed;
         opts.spreadPrefetch = cl.spreadPrefetch;
         opts.overlapPieces = cl.overlapPieces;
+        opts.overlapPieces16 = cl.overlapPieces16;
         opts.aot = cl.aot;
         opts.targetCpu = cl.targetCpu;
         opts.targetFeatures = cl.targetFeatures;

@@ -1,7 +1,8 @@
 // hybridgen-compile --spread-prefetch and --overlap-pieces: where the dense kernel on transposed K
 // issues its prefetches. By default znver4 spreads them over the piece (kernel names end in
 // _sp), other AVX-512 targets overlap each piece's logits with the previous piece's p.V (_ov),
-// and AVX2 targets (16 registers) issue them in the logits; 0 and 1 override the target's
+// and AVX2 targets (16 registers) issue them in the logits for this bf16 KV (f32 KV overlaps
+// there: compile-overlap-f32-avx2.mlir); 0 and 1 override the target's
 // choice (the spread one wins where both are asked for), anything else is an error naming the
 // option.
 // RUN: hybridgen-compile %s -o %t.so --k-transposed --target-cpu=znver4

@@ -1,5 +1,8 @@
 // RUN: hybridgen-opt %s -hg-lower-attention-to-cpu="k-transposed=true far-prefetch-bytes=8192 overlap-pieces=true" | FileCheck %s
 // RUN: hybridgen-opt %s -hg-lower-attention-to-cpu="k-transposed=true far-prefetch-bytes=8192 overlap-pieces=true spread-prefetch=true" | FileCheck %s --check-prefix=SPREAD
+// RUN: hybridgen-opt %s -hg-lower-attention-to-cpu="k-transposed=true far-prefetch-bytes=8192 overlap-pieces=true overlap-pieces-16bit-kv=0" | FileCheck %s --check-prefix=NO16
+// RUN: hybridgen-opt %s -hg-lower-attention-to-cpu="k-transposed=true overlap-pieces=false overlap-pieces-16bit-kv=1" | FileCheck %s --check-prefix=ONLY16
+// RUN: not hybridgen-opt %s -hg-lower-attention-to-cpu="k-transposed=true overlap-pieces-16bit-kv=2" 2>&1 | FileCheck %s --check-prefix=BAD16
 
 // overlap-pieces (the driver's default except on AMD Zen 4): the transposed kernel computes each
 // piece's logits in one loop with the previous piece's p.V. The walk keeps two probability
@@ -43,6 +46,14 @@
 // SPREAD: func.func private @__hg_cpu_dense_f16_q32_kv8_b16_d128_{{[a-z0-9_]*}}_kt_sp(
 // SPREAD-NOT: memref<7xindex>
 // SPREAD: func.func private @__hg_cpu_dense_f16_q9_kv3_b16_d64_{{[a-z0-9_]*}}_kt_ov(
+// overlap-pieces-16bit-kv decides for bf16/f16 KV alone (the driver turns it off for AVX2
+// targets, whose 16 registers the overlapped 16-bit kernels spill): 0 keeps these f16 kernels
+// plain under overlap-pieces, 1 overlaps them without it; anything else is an error.
+// NO16: func.func private @__hg_cpu_dense_f16_q32_kv8_b16_d128_{{[a-z0-9_]*}}_kt(
+// NO16: func.func private @__hg_cpu_dense_f16_q9_kv3_b16_d64_{{[a-z0-9_]*}}_kt(
+// ONLY16: func.func private @__hg_cpu_dense_f16_q32_kv8_b16_d128_{{[a-z0-9_]*}}_kt_ov(
+// ONLY16: func.func private @__hg_cpu_dense_f16_q9_kv3_b16_d64_{{[a-z0-9_]*}}_kt_ov(
+// BAD16: overlap-pieces-16bit-kv must be -1 (as overlap-pieces), 0 or 1, got 2
 func.func @llama_shape(%q: memref<1x32x128xf32>, %k: memref<64x8x16x128xf16>,
                        %v: memref<64x8x16x128xf16>, %bt: memref<1x64xi32>,
                        %lens: memref<1xi32>, %o: memref<1x32x128xf32>, %m: memref<1x32xf32>,

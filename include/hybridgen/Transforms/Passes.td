@@ -87,6 +87,9 @@ def HGLowerAttentionToCPU : Pass<"hg-lower-attention-to-cpu", "::mlir::ModuleOp"
            "With k-transposed: each piece's logits are computed in one loop with the previous "
            "piece's p.V, so K and V stream together (where spread-prefetch does not apply; the "
            "driver turns it on except on znver4)">,
+    Option<"overlapPieces16", "overlap-pieces-16bit-kv", "int64_t", /*default=*/"-1",
+           "overlap-pieces for the kernels of bf16/f16 KV (-1: as overlap-pieces, 0 off, 1 "
+           "on; the driver turns it off for AVX2 targets, where those kernels spilled)">,
   ];
   let dependentDialects = [
     "::mlir::amx::AMXDialect", "::mlir::arith::ArithDialect", "::mlir::func::FuncDialect",

@@ -66,7 +66,8 @@ struct LowerAttentionToCPUPass
     c.bf16DotRounded = bf16DotRounded;
     c.kTransposed = kTransposed;
     c.spreadPrefetch = spreadPrefetch;
-    c.overlapPieces = overlapPieces;
+    c.overlapPieces =
+        c.kvType.isF32() || overlapPieces16 < 0 ? bool(overlapPieces) : overlapPieces16 == 1;
     if (c.kTransposed && c.topK > 0)
       return op.emitOpError("k-transposed (K pool pieces stored [head_dim][block_size]) is not "
                             "supported by the top-k kernel");
@@ -161,6 +162,11 @@ struct LowerAttentionToCPUPass
     if (vectorBits16 != 0 && vectorBits16 != 128 && vectorBits16 != 256 && vectorBits16 != 512) {
       module.emitError("vector-bits-16bit-kv must be 0, 128, 256 or 512, got ")
           << int64_t(vectorBits16);
+      return signalPassFailure();
+    }
+    if (overlapPieces16 < -1 || overlapPieces16 > 1) {
+      module.emitError("overlap-pieces-16bit-kv must be -1 (as overlap-pieces), 0 or 1, got ")
+          << int64_t(overlapPieces16);
       return signalPassFailure();
     }
     if (farPrefetchBytes < kTargetFarPrefetchBytes || farPrefetchBytes > kMaxFarPrefetchBytes) {
