@@ -90,6 +90,12 @@ int64_t cpu::treeRows(const KernelConfig &c) {
 /// permuted: q is permuted alike (a dot product does not care), and the V accumulators keep the
 /// permuted order until they are written out.
 bool cpu::bf16Pairs(const KernelConfig &c) {
+  // Not in the overlapped kernel on 512-bit tiles: there p.V widening each V row's tile from two
+  // 32-byte loads read 0.01-0.03 more of the roof from DRAM in all six cells measured (bf16,
+  // Emerald Rapids, 128K x 1, 32K x 8, 128K x 8, 1 and 2 threads), though it computes ~4% slower
+  // cache-resident (docs/cpu-path.md, "bf16 V widened by halves in the overlapped kernel").
+  if (c.vectorBits == 512 && overlapPieces(c))
+    return false;
   int64_t pair = 2 * c.lanes();
   return c.kvType.isBF16() && c.dotWidth() == c.lanes() && c.headDim % pair == 0 &&
          c.accTileWidth() % pair == 0;
