@@ -37,6 +37,17 @@ void FreeBlocks::markTaken(int32_t id) {
   --free_;
 }
 
+template <typename IsFree>
+int32_t FreeBlocks::popFree(std::vector<int32_t> &stack, IsFree free) {
+  while (!stack.empty()) {
+    int32_t entry = stack.back();
+    stack.pop_back();
+    if (free(entry))
+      return entry;
+  }
+  return -1;
+}
+
 int32_t FreeBlocks::take(int32_t after) {
   if (free_ == 0)
     return -1;
@@ -45,24 +56,14 @@ int32_t FreeBlocks::take(int32_t after) {
     markTaken(after + 1);
     return after + 1;
   }
-  while (!runs_.empty()) {
-    int32_t r = runs_.back();
-    runs_.pop_back();
-    if (freeInRun_[size_t(r)] == runLength(r)) {
-      int32_t id = first_ + r * kAllocRunBlocks;
-      markTaken(id);
-      return id;
-    }
-  }
-  while (!ids_.empty()) { // free_ > 0, so a free entry is on the stack
-    int32_t id = ids_.back();
-    ids_.pop_back();
-    if (contains(id)) {
-      markTaken(id);
-      return id;
-    }
-  }
-  return -1; // unreachable while the counts agree
+  auto wholeRun = [&](int32_t run) { return freeInRun_[size_t(run)] == runLength(run); };
+  int32_t r = popFree(runs_, wholeRun);
+  // Else the lowest free id: free_ > 0, so a free entry is on the stack.
+  int32_t id = r >= 0 ? first_ + r * kAllocRunBlocks
+                      : popFree(ids_, [&](int32_t i) { return contains(i); });
+  if (id >= 0)
+    markTaken(id);
+  return id;
 }
 
 void FreeBlocks::release(int32_t id) {

@@ -2,6 +2,7 @@
 // function's arguments (checked against the config), the KV pool and the split scheduler.
 #include "runner_impl.h"
 
+#include "hybridgen/runtime/checked.h"
 #include "hybridgen/runtime/cuda/device.h"
 
 #include <nlohmann/json.hpp>
@@ -318,7 +319,7 @@ Result<std::unique_ptr<ModelRunner>> ModelRunner::open(const std::string &artifa
   // faults, and a machine without the memory says so here. Each sequence's blocks come in runs
   // (FreeBlocks), so a batch spans its blocks rounded up to whole runs.
   const int64_t run = FreeBlocks::kAllocRunBlocks;
-  poolCfg.commitBlocksPerTier = int64_t(options.batch) * ((blocksPerSeq + 1 + run - 1) / run * run);
+  poolCfg.commitBlocksPerTier = int64_t(options.batch) * (ceilDiv(blocksPerSeq + 1, run) * run);
   Result<std::unique_ptr<KvPool>> pool = KvPool::create(*topo, poolCfg);
   if (!pool)
     return pool.status();

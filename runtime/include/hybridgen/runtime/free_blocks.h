@@ -12,9 +12,9 @@ namespace hybridgen::rt {
 /// block is the id after its last one when that is free; otherwise (its first block included) the
 /// first id of a run that is wholly free, so that a neighbour in the batch does not start right
 /// after it; otherwise the lowest free id (nothing is reserved: every free block stays usable).
-/// A batch grown in lockstep from an empty tier so spans batch x (blocks rounded up to a run). Why: the dense CPU kernel
-/// read 0.03-0.04 less of the memory roof when the batch's blocks alternated one by one than
-/// with runs of 8 or more (docs/cpu-path.md, "Blocks in runs").
+/// A batch grown in lockstep from an empty tier so spans batch x (blocks rounded up to a run).
+/// Why: the dense CPU kernel read 0.02-0.04 less of the memory roof when the batch's blocks
+/// alternated one by one than in runs of 16 (docs/cpu-path.md, "Blocks in runs").
 ///
 /// Lazy stacks: a block taken out of stack order (as a sequence's next id) leaves its entry behind,
 /// and pops skip entries whose block or run is no longer free. O(1) amortized per call.
@@ -30,7 +30,8 @@ public:
   int64_t size() const { return free_; }
   bool empty() const { return free_ == 0; }
   bool contains(int32_t id) const {
-    return id >= first_ && id - first_ < int64_t(isFree_.size()) && isFree_[std::size_t(id - first_)];
+    return id >= first_ && id - first_ < int64_t(isFree_.size()) &&
+           isFree_[std::size_t(id - first_)];
   }
   /// A free id for a sequence whose last block is |after| (-1: none, or one in another tier), as
   /// the class comment orders them; -1 when the tier is full.
@@ -40,6 +41,8 @@ public:
 
 private:
   void markTaken(int32_t id);
+  /// Pops |stack| down to its first entry for which |free| holds; -1 when none does.
+  template <typename IsFree> static int32_t popFree(std::vector<int32_t> &stack, IsFree free);
   int32_t runOf(int32_t id) const { return (id - first_) / kAllocRunBlocks; }
   int32_t runLength(int32_t run) const;
   /// Rebuilds both stacks from the flags when stale entries outnumber the blocks.
