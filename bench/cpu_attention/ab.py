@@ -15,10 +15,14 @@ of a variant's runs are, and at the end the mean of each variant's medians.
 """
 import argparse
 import csv
+import datetime
 import statistics
 import subprocess
 import sys
 from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from peers import cpu_identity  # noqa: E402 (this folder's module, also when loaded by path)
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -86,10 +90,15 @@ def main():
             rows += [dict(r, variant=name) for r in csv.DictReader(proc.stdout.splitlines())]
 
     if args.out:
+        # Every row names the CPU it ran on (a ratio holds for that CPU only).
+        model, flags = cpu_identity()
+        date = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+        rows_out = [dict(r, date=date, cpu_model=model, cpu_flags=flags) for r in rows]
+        head = ["date", "cpu_model", "cpu_flags", "variant"]
         with open(args.out, "w", newline="") as f:
-            w = csv.DictWriter(f, fieldnames=["variant", *[k for k in rows[0] if k != "variant"]])
+            w = csv.DictWriter(f, fieldnames=[*head, *[k for k in rows[0] if k not in head]])
             w.writeheader()
-            w.writerows(rows)
+            w.writerows(rows_out)
     table, means = summarize(rows, list(variants), args.slow)
     print("| context | batch | dtype | threads | " + " | ".join(variants) + " |")
     print("|" + "---|" * (4 + len(variants)))

@@ -259,15 +259,13 @@ void buildPipeline(OpPassManager &pm, const CompileOptions &options, bool aot) {
   // Spread prefetches: measured on Zen 4 only (docs/cpu-path.md, "Prefetches spread over the
   // piece"); Emerald Rapids keeps the logits' far prefetch it was tuned with.
   opts.spreadPrefetch = options.spreadPrefetch == -1 ? zen4 : options.spreadPrefetch == 1;
-  // Overlapped pieces want AVX-512's 32 registers for p.V's tile and the logits' chains at once:
-  // with AVX2's 16 the x86-64-v3 kernels spilled and computed 0.6-0.75x as fast on Emerald
-  // Rapids, which the 16-bit kernels (compute-bound there) lost from DRAM too, while the f32
-  // kernel still read 0.77 -> 0.87 of the roof; so AVX2 targets overlap f32 KV only. Zen 4 keeps
-  // the spread prefetch it was tuned with (docs/cpu-path.md, "Each piece's logits with the
-  // previous piece's p.V" and "Overlapped f32 pieces on AVX2").
+  // Overlapped pieces on every AVX2 or AVX-512 target but Zen 4, which keeps the spread prefetch
+  // it was tuned with. AVX2's 16 registers take the logits in passes over the heads
+  // (overlapLogitPasses): x86-64-v3 code on Emerald Rapids read bf16 0.68-0.69 -> 0.77-0.79 of
+  // the roof, f16 0.68-0.70 -> 0.70-0.72, f32 0.77 -> 0.87-0.95 (docs/cpu-path.md, "Each piece's
+  // logits with the previous piece's p.V" and "Logits in passes over the heads").
   const int64_t bits = targetVectorBits(*tm);
   opts.overlapPieces = options.overlapPieces == -1 ? !zen4 && bits >= 256 : options.overlapPieces == 1;
-  opts.overlapPieces16 = options.overlapPieces == -1 && bits < 512 ? 0 : -1;
   opts.aot = aot;
   opts.targetCpu = options.targetCpu;
   opts.targetFeatures = options.targetFeatures;

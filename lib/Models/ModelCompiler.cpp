@@ -52,8 +52,9 @@ std::string resolveWeightDtype(const std::string &requested, const std::string &
 /// matmul tiles prefetches its weight rows on Intel; 13: the matmuls take token rows in chunks
 /// whose inputs stay in L2; 14: on AVX-512 targets but Zen 4, each piece's logits overlapped with
 /// the previous piece's p.V; 15: on AVX2 targets too, for f32 KV; 16: bf16 V widened by 16-element
-/// halves in the overlapped kernel).
-constexpr int kGeneratorVersion = 16;
+/// halves in the overlapped kernel; 17: on AVX2 targets 16-bit KV overlapped too, the logits in
+/// passes over the heads).
+constexpr int kGeneratorVersion = 17;
 
 /// Whether the artifact's kernels read K transposed (see ModelCompileOptions::kTransposed): not
 /// with GPU kernels, which read K row-major.

@@ -73,14 +73,16 @@ def test_k_transposed_matches_reference(rng, dtype, case, placement):
                     reason="x86-64-v3 code needs AVX2, FMA and F16C to run here")
 @pytest.mark.parametrize("overlap", [0, 1], ids=["logits-prefetch", "overlapped"])
 @pytest.mark.parametrize("dtype", ["f32", "f16", "bf16"])
-@pytest.mark.parametrize("case", [(8, 2, 128, 16, 17), (9, 3, 64, 32, 40), (4, 4, 32, 8, 0)],
-                         ids=["g4", "g3-bs32", "mha-bs8"])
+@pytest.mark.parametrize("case", [(8, 2, 128, 16, 17), (8, 2, 128, 16, 0), (9, 3, 64, 32, 40),
+                                  (4, 4, 32, 8, 0)],
+                         ids=["g4", "g4-split0", "g3-bs32", "mha-bs8"])
 def test_k_transposed_on_avx2_code(rng, dtype, case, overlap):
     """The AVX2 kernels (target x86-64-v3: 8 lanes, 16 registers) on transposed K: bf16 tiles of
     16 rows widen each column as (even, odd) rows and zip the logits back (g4, g3-bs32); 8-row
     blocks keep one vector per column (mha-bs8). Partial blocks at both ends of the split and
-    NaN past each sequence's end; the pieces one by one or overlapped (overlap_pieces; g3-bs32's
-    32-row blocks exceed AVX2's row tile, so there it does not apply)."""
+    NaN past each sequence's end; the pieces one by one or overlapped (overlap_pieces; g4's
+    logits then go in passes over the heads, 2 for 16-bit KV and 4 for f32; g3-bs32's 32-row
+    blocks exceed AVX2's row tile, so there it does not apply)."""
     check_k_transposed(rng, dtype, case, {"target_cpu": "x86-64-v3", "overlap_pieces": overlap})
 
 

@@ -46,9 +46,9 @@
 // SPREAD: func.func private @__hg_cpu_dense_f16_q32_kv8_b16_d128_{{[a-z0-9_]*}}_kt_sp(
 // SPREAD-NOT: memref<7xindex>
 // SPREAD: func.func private @__hg_cpu_dense_f16_q9_kv3_b16_d64_{{[a-z0-9_]*}}_kt_ov(
-// overlap-pieces-16bit-kv decides for bf16/f16 KV alone (the driver turns it off for AVX2
-// targets, whose 16 registers the overlapped 16-bit kernels spill): 0 keeps these f16 kernels
-// plain under overlap-pieces, 1 overlaps them without it; anything else is an error.
+// overlap-pieces-16bit-kv decides for bf16/f16 KV alone (an A/B switch; the driver leaves it at
+// -1, as overlap-pieces): 0 keeps these f16 kernels plain under overlap-pieces, 1 overlaps them
+// without it; anything else is an error.
 // NO16: func.func private @__hg_cpu_dense_f16_q32_kv8_b16_d128_{{[a-z0-9_]*}}_kt(
 // NO16: func.func private @__hg_cpu_dense_f16_q9_kv3_b16_d64_{{[a-z0-9_]*}}_kt(
 // ONLY16: func.func private @__hg_cpu_dense_f16_q32_kv8_b16_d128_{{[a-z0-9_]*}}_kt_ov(

@@ -67,8 +67,8 @@ static cl::opt<int64_t> spreadPrefetch(
 static cl::opt<int64_t> overlapPieces(
     "overlap-pieces",
     cl::desc("With K transposed: compute each piece's logits in one loop with the previous "
-             "piece's p.V (0 = off, 1 = on; -1 = the target's: on with AVX-512, except for "
-             "znver4, which takes the spread prefetch; with AVX2 for f32 KV only)"),
+             "piece's p.V (0 = off, 1 = on; -1 = the target's: on with AVX2 or AVX-512, except "
+             "for znver4, which takes the spread prefetch)"),
     cl::init(hybridgen::driver::CompileOptions().overlapPieces), cl::cat(compileCategory));
 static cl::opt<int64_t> matmulRowPrefetchBytes(
     "matmul-row-prefetch-bytes",

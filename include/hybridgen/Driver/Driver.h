@@ -66,11 +66,9 @@ struct CompileOptions {
   int64_t spreadPrefetch = -1;
   /// With kTransposed: the dense kernel computes each piece's logits in one loop with the
   /// previous piece's p.V, so that K and V stream together and the math is spread evenly over
-  /// both (where spreadPrefetch does not apply). -1, the default: on for AVX-512 targets but AMD
-  /// Zen 4, which has its own spread prefetch; on AVX2 targets for f32 KV only (16 registers do
-  /// not hold both loops' accumulators: the 16-bit kernels spill and lose, the f32 one still
-  /// reads more); 0 off, 1 on for every KV dtype (docs/cpu-path.md, "Each piece's logits with
-  /// the previous piece's p.V", "Overlapped f32 pieces on AVX2").
+  /// both (where spreadPrefetch does not apply). -1, the default: on for AVX2 and AVX-512
+  /// targets but AMD Zen 4, which has its own spread prefetch; 0 off, 1 on (docs/cpu-path.md,
+  /// "Each piece's logits with the previous piece's p.V", "Logits in passes over the heads").
   int64_t overlapPieces = -1;
   /// Vector width the CPU kernels' register tiles are sized for: 0 = the target's widest (512
   /// with AVX-512, 256 with AVX2, else 128); 256 or 128 narrower on purpose (must not exceed it).

@@ -89,7 +89,7 @@ def HGLowerAttentionToCPU : Pass<"hg-lower-attention-to-cpu", "::mlir::ModuleOp"
            "driver turns it on except on znver4)">,
     Option<"overlapPieces16", "overlap-pieces-16bit-kv", "int64_t", /*default=*/"-1",
            "overlap-pieces for the kernels of bf16/f16 KV (-1: as overlap-pieces, 0 off, 1 "
-           "on; the driver turns it off for AVX2 targets, where those kernels spilled)">,
+           "on; the driver leaves it at -1)">,
   ];
   let dependentDialects = [
     "::mlir::amx::AMXDialect", "::mlir::arith::ArithDialect", "::mlir::func::FuncDialect",

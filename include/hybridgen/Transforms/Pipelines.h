@@ -56,8 +56,9 @@ struct CPUPipelineOptions {
   /// With kTransposed: the dense kernel overlaps each piece's logits with the previous piece's
   /// p.V (hg-lower-attention-to-cpu's overlap-pieces; the driver's default except on znver4).
   bool overlapPieces = false;
-  /// overlapPieces for bf16/f16 KV: -1 as overlapPieces, 0 off, 1 on (the driver turns it off
-  /// for AVX2 targets; hg-lower-attention-to-cpu's overlap-pieces-16bit-kv).
+  /// overlapPieces for bf16/f16 KV: -1 as overlapPieces, 0 off, 1 on (for A/Bs of one dtype
+  /// against another; the driver leaves it at -1; hg-lower-attention-to-cpu's
+  /// overlap-pieces-16bit-kv).
   int64_t overlapPieces16 = -1;
   /// Ahead-of-time code: name the CPU and its features on every llvm.func.
   bool aot = false;

@@ -498,8 +498,11 @@ void DenseBlock::logitsTransposed(Value pb, Value kvh) {
 }
 
 void DenseBlock::columnLogits(Value pb, Value kvh, Value col, int64_t rt, int64_t tile,
-                              int64_t chains, int64_t chain, MutableArrayRef<Value> acc) {
-  int64_t gs = c.subGroup(), l = c.lanes();
+                              int64_t chains, int64_t chain, MutableArrayRef<Value> acc,
+                              int64_t g0, int64_t g1) {
+  int64_t l = c.lanes();
+  if (g1 < 0)
+    g1 = c.subGroup();
   bool halves = c.kvType.isBF16() && tile == 2 * l;
   int64_t subs = halves ? 2 : 1, width = halves ? l : tile;
   SmallVector<Value> kc;
@@ -511,25 +514,27 @@ void DenseBlock::columnLogits(Value pb, Value kvh, Value col, int64_t rt, int64_
   } else {
     kc.push_back(e.loadRowF32(kT, {pb, kvh, col, e.idx(rt)}, tile));
   }
-  for (int64_t g = 0; g < gs; ++g) {
-    Value h = e.addi(e.muli(unit, e.idx(gs)), e.idx(g));
+  for (int64_t g = g0; g < g1; ++g) {
+    Value h = e.addi(e.muli(unit, e.idx(c.subGroup())), e.idx(g));
     Value qe = e.splat(memref::LoadOp::create(e.b, qs, ValueRange{h, col}), width);
     for (int64_t sub = 0; sub < subs; ++sub) {
-      Value &x = acc[(g * chains + chain) * subs + sub];
+      Value &x = acc[((g - g0) * chains + chain) * subs + sub];
       x = vector::FMAOp::create(e.b, qe, kc[sub], x);
     }
   }
 }
 
 void DenseBlock::storeColumnLogits(ArrayRef<Value> acc, int64_t rt, int64_t chains, int64_t subs,
-                                   int64_t width, bool halves) {
+                                   int64_t width, bool halves, int64_t g0, int64_t g1) {
   int64_t l = c.lanes();
-  for (int64_t g = 0; g < c.subGroup(); ++g) {
+  if (g1 < 0)
+    g1 = c.subGroup();
+  for (int64_t g = g0; g < g1; ++g) {
     SmallVector<Value> sums;
     for (int64_t sub = 0; sub < subs; ++sub) {
-      Value sum = acc[g * chains * subs + sub];
+      Value sum = acc[(g - g0) * chains * subs + sub];
       for (int64_t ch = 1; ch < chains; ++ch)
-        sum = e.addf(sum, acc[(g * chains + ch) * subs + sub]);
+        sum = e.addf(sum, acc[((g - g0) * chains + ch) * subs + sub]);
       sums.push_back(sum);
     }
     if (halves) { // rows (0, 2, ..) and (1, 3, ..) zip back into row order
@@ -882,14 +887,26 @@ bool cpu::overlapPieces(const KernelConfig &c) {
       c.blockSize % overlapUnroll(c) != 0)
     return false;
   // Every p.V row step takes the same whole number of logit columns, and the prefetched lines
-  // split evenly: a whole number per step, or one every few steps (a divisor of the unroll).
+  // split evenly: a whole number per step, or one every few steps (a divisor of the unroll; with
+  // one row per iteration every step asks for its line).
   int64_t steps = (c.headDim / c.accTileWidth()) * c.blockSize;
   int64_t lines = c.pieceBytes() / 64;
   return c.headDim % steps == 0 && c.pieceBytes() % 64 == 0 &&
-         (lines % steps == 0 || (steps % lines == 0 && overlapUnroll(c) % (steps / lines) == 0));
+         (lines % steps == 0 ||
+          (steps % lines == 0 &&
+           (overlapUnroll(c) % (steps / lines) == 0 || overlapUnroll(c) == 1)));
 }
 
-int64_t cpu::overlapUnroll(const KernelConfig &c) { return c.vectorRegs() / 8; }
+int64_t cpu::overlapUnroll(const KernelConfig &c) {
+  // One row per iteration for f16 on 16 registers: at 2, LLVM's scheduler hoisted the rows'
+  // K column conversions from memory ahead of their FMAs and spilled them (16 stack moves per
+  // row), and one row read 0.02-0.07 more of the roof from DRAM (x86-64-v3 on Emerald Rapids;
+  // bf16 read 0.02-0.03 less at 1, f32 the same; docs/cpu-path.md, "Logits in passes over the
+  // heads").
+  if (c.kvType.isF16() && c.targetRegs() == 16)
+    return 1;
+  return c.vectorRegs() / 8;
+}
 
 void DenseBlock::overlappedStep(Value prevPb, Value prevKvh, Value prevUnit, Value prevScores,
                                 ArrayRef<Value> prevAlpha, Value pb, Value kvh) {
@@ -898,12 +915,16 @@ void DenseBlock::overlappedStep(Value prevPb, Value prevKvh, Value prevUnit, Val
   // registers as (even, odd) halves, two FMA chains per head where they fit.
   bool halves = c.kvType.isBF16() && bs == 2 * l;
   int64_t subs = halves ? 2 : 1, width = halves ? l : bs;
-  int64_t chains = gs * 2 * 2 <= c.vectorRegs() / 2 ? 2 : 1;
   // p.V as accumulateV takes it: tiles of accTileWidth columns, a pass over the rows per tile.
   int64_t tw = c.accTileWidth(), nt = hd / tw, w = c.dotWidth(), np = tw / w;
-  // Each of the nt x bs row steps of p.V computes |perStep| logit columns and asks for
-  // |linesPerStep| lines of this piece's V and of the far piece's K (and V for small pieces).
-  int64_t steps = nt * bs, perStep = hd / steps;
+  // The logits in |passes| passes over the columns, |gp| heads each (overlapLogitPasses), a pass
+  // per nt / passes tiles of p.V.
+  auto [passes, chains] = overlapLogitPasses(c);
+  int64_t gp = gs / passes, tilesPerPass = nt / passes;
+  // Each of the nt x bs row steps of p.V computes |perStep| logit columns (of its pass's heads)
+  // and asks for |linesPerStep| lines of this piece's V and of the far piece's K (and V for
+  // small pieces).
+  int64_t steps = nt * bs, perStep = hd / (tilesPerPass * bs);
   int64_t eltBytes = c.kvType.getIntOrFloatBitWidth() / 8, perLine = 64 / eltBytes;
   int64_t lines = c.pieceBytes() / 64, lineCols = hd / perLine;
   // |linesPerStep| lines every |stepsPerLine| steps (one of the two is 1).
@@ -915,9 +936,10 @@ void DenseBlock::overlappedStep(Value prevPb, Value prevKvh, Value prevUnit, Val
   // AVX2.
   int64_t unroll = overlapUnroll(c);
   int64_t nTile = gs * np;
-  SmallVector<Value> logits(gs * chains * subs, e.splat(e.cf(0.0f), width));
+  SmallVector<Value> zeros(gp * chains * subs, e.splat(e.cf(0.0f), width)), logits = zeros;
   for (int64_t t = 0; t < nt; ++t) {
-    int64_t col = t * tw;
+    int64_t col = t * tw, g0 = t / tilesPerPass * gp, g1 = g0 + gp;
+    int64_t stepBase = t % tilesPerPass * bs; // this tile's first row step within its pass
     SmallVector<Value> carried = loadTile(col, prevAlpha, prevUnit);
     carried.append(logits);
     SmallVector<Value> done =
@@ -927,8 +949,11 @@ void DenseBlock::overlappedStep(Value prevPb, Value prevKvh, Value prevUnit, Val
             Value r = e.addi(rBase, e.idx(u));
             Value step = e.addi(e.idx(t * bs), r);
             // |step| is a multiple of |stepsPerLine| exactly when |u| is (rows start at
-            // multiples of the unroll, which it divides).
-            for (int64_t i = 0; i < linesPerStep && u % stepsPerLine == 0; ++i) {
+            // multiples of the unroll, which it divides). With one row per iteration every step
+            // asks for its line: each line |stepsPerLine| times, the repeats finding it on its
+            // way.
+            bool asks = unroll < stepsPerLine || u % stepsPerLine == 0;
+            for (int64_t i = 0; i < linesPerStep && asks; ++i) {
               Value line = e.addi(
                   e.muli(e.divi(step, e.idx(stepsPerLine)), e.idx(linesPerStep)), e.idx(i));
               Value row = e.divi(line, e.idx(lineCols));
@@ -943,16 +968,44 @@ void DenseBlock::overlappedStep(Value prevPb, Value prevKvh, Value prevUnit, Val
             // p.V: row r of the previous piece, this tile's columns.
             rowTimesV(prevScores, prevPb, prevKvh, r, col,
                       MutableArrayRef(next).take_front(nTile));
-            // Logits: this piece's columns [step * perStep, (step + 1) * perStep).
+            // Logits of heads [g0, g1): this piece's columns [passStep * perStep, (passStep +
+            // 1) * perStep).
+            Value passStep = e.addi(e.idx(stepBase), r);
             for (int64_t i = 0; i < perStep; ++i)
-              columnLogits(pb, kvh, e.addi(e.muli(step, e.idx(perStep)), e.idx(i)), 0, bs,
+              columnLogits(pb, kvh, e.addi(e.muli(passStep, e.idx(perStep)), e.idx(i)), 0, bs,
                            chains, (u * perStep + i) % chains,
-                           MutableArrayRef(next).drop_front(nTile));
+                           MutableArrayRef(next).drop_front(nTile), g0, g1);
           }
           return next;
         });
     storeTile(ArrayRef(done).take_front(nTile), col, prevUnit);
     logits.assign(done.begin() + nTile, done.end());
+    if ((t + 1) % tilesPerPass == 0) {
+      storeColumnLogits(logits, 0, chains, subs, width, halves, g0, g1);
+      logits = zeros;
+    }
   }
-  storeColumnLogits(logits, 0, chains, subs, width, halves);
+}
+
+std::pair<int64_t, int64_t> cpu::overlapLogitPasses(const KernelConfig &c) {
+  int64_t gs = c.subGroup(), regs = c.targetRegs();
+  int64_t nt = c.headDim / c.accTileWidth(), nTile = gs * (c.accTileWidth() / c.dotWidth());
+  int64_t rowRegs = c.blockSize / c.lanes(); // registers of one head's logits of a block
+  auto chainsFor = [&](int64_t gp) {
+    return gp * 2 * 2 <= regs / 2 && gp * 2 * rowRegs + nTile <= regs - 4 ? 2 : 1;
+  };
+  for (int64_t passes = 1; passes <= gs; ++passes) {
+    int64_t gp = gs / passes;
+    if (gs % passes != 0 || nt % passes != 0 || gp * chainsFor(gp) * rowRegs + nTile > regs - 4)
+      continue;
+    // An f32 column costs only its loads to read again, and one head per pass leaves the
+    // loads and broadcasts of both halves of the step their registers: on AVX2 (Llama-3-8B
+    // shape, Emerald Rapids) 4 passes read 0.89-0.95 of the roof against 0.87-0.98 with 2, 1.62
+    // against 1.41x the roof cache-resident (docs/cpu-path.md, "Logits in passes over the
+    // heads"). 16-bit columns would be widened again in every pass.
+    if (passes > 1 && c.kvType.isF32() && nt % gs == 0)
+      return {gs, chainsFor(1)};
+    return {passes, chainsFor(gp)};
+  }
+  return {1, 1};
 }
