@@ -931,9 +931,9 @@ void DenseBlock::overlappedStep(Value prevPb, Value prevKvh, Value prevUnit, Val
   int64_t linesPerStep = std::max<int64_t>(1, lines / steps);
   int64_t stepsPerLine = std::max<int64_t>(1, steps / lines);
   bool farV = farVInLogits(c);
-  // Rows per loop iteration: 4 on AVX-512 (8 let LLVM hoist the rows' loads and broadcasts
-  // ahead of their FMAs and spill them: 1.32 against 1.53x the roof cache-resident, bf16), 2 on
-  // AVX2.
+  // Rows per loop iteration (overlapUnroll): 4 on AVX-512 (8 let LLVM hoist the rows' loads and
+  // broadcasts ahead of their FMAs and spill them: 1.32 against 1.53x the roof cache-resident,
+  // bf16), 2 on AVX2, 1 for f16 there.
   int64_t unroll = overlapUnroll(c);
   int64_t nTile = gs * np;
   SmallVector<Value> zeros(gp * chains * subs, e.splat(e.cf(0.0f), width)), logits = zeros;
@@ -1000,9 +1000,10 @@ std::pair<int64_t, int64_t> cpu::overlapLogitPasses(const KernelConfig &c) {
       continue;
     // An f32 column costs only its loads to read again, and one head per pass leaves the
     // loads and broadcasts of both halves of the step their registers: on AVX2 (Llama-3-8B
-    // shape, Emerald Rapids) 4 passes read 0.89-0.95 of the roof against 0.87-0.98 with 2, 1.62
-    // against 1.41x the roof cache-resident (docs/cpu-path.md, "Logits in passes over the
-    // heads"). 16-bit columns would be widened again in every pass.
+    // shape, Emerald Rapids) 4 passes read more than 2 in 6 of 8 cells (mean 0.907 against
+    // 0.894 of the roof) and computed 1.62 against 1.41x the roof cache-resident
+    // (docs/cpu-path.md, "Logits in passes over the heads"). 16-bit columns would be widened
+    // again in every pass (bf16 read 0.02-0.03 less with 4).
     if (passes > 1 && c.kvType.isF32() && nt % gs == 0)
       return {gs, chainsFor(1)};
     return {passes, chainsFor(gp)};
