@@ -262,7 +262,7 @@ void buildPipeline(OpPassManager &pm, const CompileOptions &options, bool aot) {
   // Overlapped pieces on every AVX2 or AVX-512 target but Zen 4, which keeps the spread prefetch
   // it was tuned with. AVX2's 16 registers take the logits in passes over the heads
   // (overlapLogitPasses): x86-64-v3 code on Emerald Rapids read bf16 0.68-0.69 -> 0.77-0.79 of
-  // the roof, f16 0.68-0.70 -> 0.70-0.72, f32 0.77 -> 0.87-0.95 (docs/cpu-path.md, "Each piece's
+  // the roof, f16 0.68-0.70 -> 0.73-0.75, f32 0.77 -> 0.89-0.91 (docs/cpu-path.md, "Each piece's
   // logits with the previous piece's p.V" and "Logits in passes over the heads").
   const int64_t bits = targetVectorBits(*tm);
   opts.overlapPieces = options.overlapPieces == -1 ? !zen4 && bits >= 256 : options.overlapPieces == 1;
