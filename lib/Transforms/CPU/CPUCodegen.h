@@ -360,14 +360,14 @@ struct DenseBlock {
   /// The transposed logits' FMAs of column |col| for rows [rt, rt + tile): the column loaded
   /// and widened once (bf16 rows of two registers as (even, odd) halves), times each head's
   /// broadcast q element, into chain |chain| of |acc| (head-major: heads x chains x halves).
-  /// Only heads [g0, g1) of the unit (g1 < 0: all), whose accumulators |acc| holds from g0 on.
+  /// Heads [g0, g1) of the unit, whose accumulators |acc| holds from g0 on.
   void columnLogits(Value pb, Value kvh, Value col, int64_t rt, int64_t tile, int64_t chains,
-                    int64_t chain, MutableArrayRef<Value> acc, int64_t g0 = 0, int64_t g1 = -1);
+                    int64_t chain, MutableArrayRef<Value> acc, int64_t g0, int64_t g1);
   /// Each head's chains of |acc| summed (|subs| vectors of |width| rows each; |halves|: the
   /// (even, odd) rows zipped back into order) and stored as rows [rt, ..) of |scores|; heads
   /// [g0, g1) as columnLogits.
   void storeColumnLogits(ArrayRef<Value> acc, int64_t rt, int64_t chains, int64_t subs,
-                         int64_t width, bool halves, int64_t g0 = 0, int64_t g1 = -1);
+                         int64_t width, bool halves, int64_t g0, int64_t g1);
   /// Logits of rows [r0, r1) one row at a time (dot widths that are not a power of two).
   void logitsByRow(Value pb, Value kvh, Value r0, Value r1, ArrayRef<Value> qv);
   /// acc[g, tile] = acc[g, tile] * alpha[g] + sum over rows [lb, ub) of p[g, r] * V[r, tile], for

@@ -490,10 +490,10 @@ void DenseBlock::logitsTransposed(Value pb, Value kvh) {
         return a;
       }
       for (int64_t u = 0; u < unroll; ++u)
-        columnLogits(pb, kvh, e.addi(c0, e.idx(u)), rt, tile, chains, u % chains, a);
+        columnLogits(pb, kvh, e.addi(c0, e.idx(u)), rt, tile, chains, u % chains, a, 0, gs);
       return a;
     });
-    storeColumnLogits(acc, rt, chains, subs, width, halves);
+    storeColumnLogits(acc, rt, chains, subs, width, halves, 0, gs);
   }
 }
 
@@ -501,8 +501,6 @@ void DenseBlock::columnLogits(Value pb, Value kvh, Value col, int64_t rt, int64_
                               int64_t chains, int64_t chain, MutableArrayRef<Value> acc,
                               int64_t g0, int64_t g1) {
   int64_t l = c.lanes();
-  if (g1 < 0)
-    g1 = c.subGroup();
   bool halves = c.kvType.isBF16() && tile == 2 * l;
   int64_t subs = halves ? 2 : 1, width = halves ? l : tile;
   SmallVector<Value> kc;
@@ -527,8 +525,6 @@ void DenseBlock::columnLogits(Value pb, Value kvh, Value col, int64_t rt, int64_
 void DenseBlock::storeColumnLogits(ArrayRef<Value> acc, int64_t rt, int64_t chains, int64_t subs,
                                    int64_t width, bool halves, int64_t g0, int64_t g1) {
   int64_t l = c.lanes();
-  if (g1 < 0)
-    g1 = c.subGroup();
   for (int64_t g = g0; g < g1; ++g) {
     SmallVector<Value> sums;
     for (int64_t sub = 0; sub < subs; ++sub) {
