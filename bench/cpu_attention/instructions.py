@@ -10,10 +10,18 @@ FMA + F16C, the Zen 3 kernels); the AVX-512 and AMX rows say so instead of guess
 
     .venv/bin/python bench/cpu_attention/instructions.py [--build-dir build] [--context 4096]
         [--targets x86-64-v3] [--dtypes f32,bf16,f16] [--k-transposed] [--csv PATH]
+        [--mca znver3,emeraldrapids] [--flags=--overlap-pieces=0]
 
 --k-transposed counts the kernels for K stored transposed per block (the model artifacts'
 layout); --compiler=PATH takes the kernels from another build's hybridgen_cpu_attention_bench
-(an A/B of two commits' code, counted by the same AOT bench).
+(an A/B of two commits' code, counted by the same AOT bench); --flags passes compile flags of
+that bench (e.g. --overlap-pieces=0) when it writes the kernels.
+
+--mca adds, per CPU named (LLVM's -mcpu names), llvm-mca's prediction of the cores' rate: KV
+bytes per core cycle with every load an L1 hit, from its model of that CPU's ports over each
+innermost loop of the kernel, weighted by callgrind's iteration counts (mca_loops.py). A compute
+ceiling for a CPU not at hand (a Zen 3), to set beside its read roof per cycle; "loops" is the
+share of the instructions inside innermost loops (the rest: straight runs, modelled alike).
 """
 import argparse
 import csv
@@ -24,22 +32,24 @@ import sys
 import tempfile
 from pathlib import Path
 
+import mca_loops
+
 ROOT = Path(__file__).resolve().parents[2]
 Q_HEADS, KV_HEADS, HEAD_DIM = 32, 8, 128
 ELT_BYTES = {"f32": 4, "f16": 2, "bf16": 2}
 
 
 def count(build: Path, compiler: Path, target: str, dtype: str, context: int, work: Path,
-          k_transposed: bool) -> dict:
+          k_transposed: bool, flags: list, mcpus: list) -> dict:
     kernels = work / target
     kernels.mkdir(parents=True, exist_ok=True)
     subprocess.run([str(compiler), f"--save-aot={kernels}", f"--target-cpu={target}",
-                    f"--dtypes={dtype}", *(["--k-transposed"] if k_transposed else [])],
+                    f"--dtypes={dtype}", *(["--k-transposed"] if k_transposed else []), *flags],
                    check=True, capture_output=True, text=True)
     out = work / f"callgrind.{target}.{dtype}"
     run = subprocess.run(
         ["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}",
-         "--toggle-collect=_mlir_ciface_hg_attention",
+         "--toggle-collect=_mlir_ciface_hg_attention", *(["--dump-instr=yes"] if mcpus else []),
          str(build / "bin/hybridgen_cpu_attention_aot_bench_v3"), f"--load={kernels}",
          f"--dtypes={dtype}", f"--contexts={context}", "--batches=1", "--threads=1",
          "--min-seconds=0"],
@@ -63,10 +73,16 @@ def count(build: Path, compiler: Path, target: str, dtype: str, context: int, wo
     if calls == 0:
         raise RuntimeError("no call of _mlir_ciface_hg_attention was recorded")
     kv_bytes = 2 * context * KV_HEADS * HEAD_DIM * ELT_BYTES[dtype]
-    return {"target": target, "dtype": dtype, "k_transposed": k_transposed, "context": context,
-            "calls": calls,
-            "instructions_per_call": instructions // calls,
-            "instructions_per_kv_byte": round(instructions / calls / kv_bytes, 4)}
+    row = {"target": target, "dtype": dtype, "k_transposed": k_transposed, "context": context,
+           "flags": " ".join(flags), "calls": calls,
+           "instructions_per_call": instructions // calls,
+           "instructions_per_kv_byte": round(instructions / calls / kv_bytes, 4)}
+    if mcpus:
+        kernel = kernels / f"attention_{dtype}.so"  # the name --save-aot gives it
+        for mcpu, (cycles, share) in mca_loops.predict(kernel, out, mcpus).items():
+            row[f"mca_{mcpu}_kv_bytes_per_cycle"] = round(calls * kv_bytes / cycles, 3)
+            row["mca_loops_share"] = round(share, 3)
+    return row
 
 
 def main() -> int:
@@ -77,11 +93,14 @@ def main() -> int:
     ap.add_argument("--dtypes", default="f32,bf16,f16")
     ap.add_argument("--k-transposed", action="store_true")
     ap.add_argument("--compiler", default="", help="hybridgen_cpu_attention_bench to compile with")
+    ap.add_argument("--flags", default="", help="compile flags for --save-aot, space separated")
+    ap.add_argument("--mca", default="", help="CPUs (llvm-mca -mcpu names) to predict rates for")
     ap.add_argument("--csv", default="")
     args = ap.parse_args()
     if not shutil.which("valgrind"):
         print("valgrind is not installed", file=sys.stderr)
         return 2
+    mcpus = [m for m in args.mca.split(",") if m]
     build = Path(args.build_dir)
     compiler = Path(args.compiler or build / "bin/hybridgen_cpu_attention_bench")
     rows = []
@@ -89,11 +108,14 @@ def main() -> int:
         for target in args.targets.split(","):
             for dtype in args.dtypes.split(","):
                 rows.append(count(build, compiler, target, dtype, args.context, Path(tmp),
-                                  args.k_transposed))
-    print("target      dtype  tokens  calls  instr/call   instr/KV byte")
+                                  args.k_transposed, args.flags.split(), mcpus))
+    print("target      dtype  tokens  calls  instr/call   instr/KV byte" +
+          "".join(f"  {m + ' B/cycle':>20}" for m in mcpus) + ("  loops" if mcpus else ""))
     for r in rows:
         print(f"{r['target']:<11} {r['dtype']:<6} {r['context']:>6} {r['calls']:>6} "
-              f"{r['instructions_per_call']:>11} {r['instructions_per_kv_byte']:>14.3f}")
+              f"{r['instructions_per_call']:>11} {r['instructions_per_kv_byte']:>14.3f}" +
+              "".join(f"  {r[f'mca_{m}_kv_bytes_per_cycle']:>20.2f}" for m in mcpus) +
+              (f"  {r['mca_loops_share']:>5.2f}" if mcpus else ""))
     print("AVX-512 / AMX paths: not countable here (valgrind executes no AVX-512)")
     if args.csv:
         with open(args.csv, "w", newline="") as f:
