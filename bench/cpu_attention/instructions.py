@@ -79,9 +79,10 @@ def count(build: Path, compiler: Path, target: str, dtype: str, context: int, wo
            "instructions_per_kv_byte": round(instructions / calls / kv_bytes, 4)}
     if mcpus:
         kernel = kernels / f"attention_{dtype}.so"  # the name --save-aot gives it
-        for mcpu, (cycles, share) in mca_loops.predict(kernel, out, mcpus).items():
-            row[f"mca_{mcpu}_kv_bytes_per_cycle"] = round(calls * kv_bytes / cycles, 3)
-            row["mca_loops_share"] = round(share, 3)
+        cycles, share = mca_loops.predict(kernel, out, mcpus)
+        for mcpu in mcpus:
+            row[f"mca_{mcpu}_kv_bytes_per_cycle"] = round(calls * kv_bytes / cycles[mcpu], 3)
+        row["mca_loops_share"] = round(share, 3)
     return row
 
 

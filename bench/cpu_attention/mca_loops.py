@@ -78,11 +78,9 @@ def innermost_loops(code: list, counts: dict) -> list:
     index = {address: i for i, (address, _) in enumerate(code)}
     loops = []
     for i, (address, text) in enumerate(code):
-        m = _BRANCH.match(text)
-        if not m or int(m.group(2), 16) >= address or int(m.group(2), 16) not in index:
+        if not _is_backward(text, address) or _target(text) not in index:
             continue
-        start = index[int(m.group(2), 16)]
-        body = code[start:i + 1]
+        body = code[index[_target(text)]:i + 1]
         nested = any(_is_backward(t, a) for a, t in body[:-1])
         if nested or counts.get(address, 0) == 0:
             continue
@@ -95,65 +93,62 @@ def straight_runs(code: list, counts: dict, loops: list) -> list:
     """The executed instructions outside the loops, in runs of consecutive instructions that
     executed equally often."""
     inside = {address for loop in loops for address, _ in loop.body}
-    runs = []
+    runs, run = [], None
     for address, text in code:
-        n = counts.get(address, 0)
-        if n == 0 or address in inside:
-            if runs and runs[-1].body:
-                runs.append(Region(start=0, body=[], iterations=0, instructions=0))
+        n = 0 if address in inside else counts.get(address, 0)
+        if run is not None and n != run.iterations:
+            runs.append(run)
+            run = None
+        if n == 0:
             continue
-        if not runs or (runs[-1].body and runs[-1].iterations != n):
-            runs.append(Region(start=0, body=[], iterations=0, instructions=0))
-        run = runs[-1]
-        if not run.body:
-            run.start, run.iterations = address, n
+        if run is None:
+            run = Region(start=address, body=[], iterations=n, instructions=0)
         run.body.append((address, text))
         run.instructions += n
-    return [run for run in runs if run.body]
+    return runs + ([run] if run is not None else [])
+
+
+def _target(text: str) -> int:
+    """The address a direct branch goes to, or -1."""
+    m = _BRANCH.match(text)
+    return int(m.group(2), 16) if m else -1
 
 
 def _is_backward(text: str, address: int) -> bool:
-    m = _BRANCH.match(text)
-    return bool(m) and int(m.group(2), 16) < address
+    return 0 <= _target(text) < address
 
 
-def cycles_per_iteration(loop: Region, mcpu: str) -> tuple:
-    """(cycles per iteration, the resource llvm-mca names as the bottleneck or '')."""
+def cycles_per_iteration(region: Region, mcpu: str) -> float:
+    """llvm-mca's cycles per repetition of the region, simulated over 200 of them."""
     lines = []
-    for address, text in loop.body:
+    for address, text in region.body:
         m = _BRANCH.match(text)
         if m:
             mnemonic = "jmp" if m.group(1) == "jmpq" else m.group(1)  # objdump's suffixed form
-            text = f"{mnemonic} .Lloop" if int(m.group(2), 16) == loop.start else \
+            text = f"{mnemonic} .Lloop" if int(m.group(2), 16) == region.start else \
                 f"{mnemonic} .Lout"
         elif text.startswith("call"):
             text = "call .Lout"
         lines.append(text)
     source = ".Lloop:\n" + "\n".join(lines) + "\n.Lout:\n"
-    run = subprocess.run([LLVM_MCA, f"-mcpu={mcpu}", "-iterations=200", "-bottleneck-analysis",
+    run = subprocess.run([LLVM_MCA, f"-mcpu={mcpu}", "-iterations=200",
                           "-skip-unsupported-instructions=lack-sched"],
                          input=source, capture_output=True, text=True)
     if run.returncode != 0:
-        raise RuntimeError(f"llvm-mca failed on the loop at {loop.start:#x}:\n{run.stderr[-1500:]}")
+        raise RuntimeError(f"llvm-mca failed on the code at {region.start:#x}:\n{run.stderr[-1500:]}")
     total = int(re.search(r"Total Cycles:\s+(\d+)", run.stdout).group(1))
     iterations = int(re.search(r"Iterations:\s+(\d+)", run.stdout).group(1))
-    limit = re.search(r"Limited by (.*)", run.stdout)
-    pressure = re.search(r"Cycles with backend pressure increase \[\s*([\d.]+)%", run.stdout)
-    return total / iterations, (limit.group(1).strip() if limit else
-                                (f"backend pressure {pressure.group(1)}%" if pressure else ""))
+    return total / iterations
 
 
-def predict(object_path: Path, callgrind_out: Path, mcpus: list) -> dict:
-    """{mcpu: (predicted cycles, share of the instructions inside innermost loops)} for the whole
-    collected run of the kernel's object."""
+def predict(object_path: Path, callgrind_out: Path, mcpus: list) -> tuple:
+    """({mcpu: predicted cycles}, share of the instructions inside innermost loops) for the
+    whole collected run of the kernel's object."""
     counts = instruction_counts(callgrind_out, str(object_path))
     code = disassemble(object_path)
     loops = innermost_loops(code, counts)
     regions = loops + straight_runs(code, counts, loops)
     total = sum(counts.values())
-    in_loops = sum(loop.instructions for loop in loops)
-    result = {}
-    for mcpu in mcpus:
-        cycles = sum(r.iterations * cycles_per_iteration(r, mcpu)[0] for r in regions)
-        result[mcpu] = (cycles, in_loops / total if total else 0.0)
-    return result
+    share = sum(loop.instructions for loop in loops) / total if total else 0.0
+    return {mcpu: sum(r.iterations * cycles_per_iteration(r, mcpu) for r in regions)
+            for mcpu in mcpus}, share
