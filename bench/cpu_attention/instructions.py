@@ -102,6 +102,10 @@ def main() -> int:
         print("valgrind is not installed", file=sys.stderr)
         return 2
     mcpus = [m for m in args.mca.split(",") if m]
+    if mcpus and not (shutil.which(mca_loops.OBJDUMP) and Path(mca_loops.LLVM_MCA).exists()):
+        print(f"--mca needs {mca_loops.OBJDUMP} (binutils) and {mca_loops.LLVM_MCA} (llvm-22)",
+              file=sys.stderr)
+        return 2
     build = Path(args.build_dir)
     compiler = Path(args.compiler or build / "bin/hybridgen_cpu_attention_bench")
     rows = []
