@@ -2,7 +2,11 @@
 // sum-tree shuffles) compete with the FMAs for the same execution pipes. Twelve independent ymm
 // FMAs per iteration (2 per cycle on Zen 4, 6 cycles), alone and with six more instructions of
 // one kind; an instruction that runs on other pipes adds ~nothing, one that shares the FMA pipes
-// adds up to 3 cycles. Not part of the build (needs AVX2 and FMA; the vpandd row AVX-512VL):
+// adds up to 3 cycles. The broadcast loads (the kernels' q and p operands) are set beside plain
+// loads of a full register: LLVM's scheduling models put `vbroadcastss` from memory on FP1/FP2
+// on Zen 3 (ymm) and on FP1 alone on Zen 4 (zmm), where a plain load takes no FP pipe
+// (docs/cpu-path.md, "Predicted core cycles for a CPU not at hand"); these rows measure it. Not
+// part of the build (needs AVX2 and FMA; the vpandd and zmm rows run only where AVX-512VL is):
 //
 //   clang-22 -O2 -mavx512f -mavx512vl bench/cpu_attention/memory/fma_mix.c -o /tmp/fma_mix && \
 //       /tmp/fma_mix
@@ -20,9 +24,15 @@ static double now(void) {
 
 enum { kIters = 100000000 };
 
+// What the load rows read (an L1 hit every time).
+float fma_mix_operand[16] __attribute__((aligned(64)));
+
 #define FMA(n) "vfmadd231ps %%ymm14,%%ymm15,%%ymm" #n "\n\t"
 #define TWELVE_FMAS                                                                                \
   FMA(0) FMA(1) FMA(2) FMA(3) FMA(4) FMA(5) FMA(6) FMA(7) FMA(8) FMA(9) FMA(10) FMA(11)
+#define ZFMA(n) "vfmadd231ps %%zmm14,%%zmm15,%%zmm" #n "\n\t"
+#define TWELVE_ZMM_FMAS                                                                            \
+  ZFMA(0) ZFMA(1) ZFMA(2) ZFMA(3) ZFMA(4) ZFMA(5) ZFMA(6) ZFMA(7) ZFMA(8) ZFMA(9) ZFMA(10) ZFMA(11)
 // Six instructions writing ymm12 only (no dependency between them: the register is renamed).
 #define SIX(INSN) INSN "\n\t" INSN "\n\t" INSN "\n\t" INSN "\n\t" INSN "\n\t" INSN "\n\t"
 
@@ -50,11 +60,23 @@ int main(void) {
   MEASURE("12 vfmadd231ps", TWELVE_FMAS);
   MEASURE("+ 6 vpslld (bf16 even half)", TWELVE_FMAS SIX("vpslld $16,%%ymm13,%%ymm12"));
   MEASURE("+ 6 vpblendw (bf16 odd half)", TWELVE_FMAS SIX("vpblendw $0xaa,%%ymm13,%%ymm13,%%ymm12"));
-  MEASURE("+ 6 vpandd", TWELVE_FMAS SIX("vpandd %%ymm13,%%ymm13,%%ymm12"));
+  int avx512 = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512vl");
+  if (avx512)
+    MEASURE("+ 6 vpandd", TWELVE_FMAS SIX("vpandd %%ymm13,%%ymm13,%%ymm12"));
   MEASURE("+ 6 vpunpcklwd", TWELVE_FMAS SIX("vpunpcklwd %%ymm13,%%ymm13,%%ymm12"));
   MEASURE("+ 6 vshufps (in-lane tree step)", TWELVE_FMAS SIX("vshufps $0x88,%%ymm13,%%ymm13,%%ymm12"));
   MEASURE("+ 6 vperm2f128 (cross-lane)", TWELVE_FMAS SIX("vperm2f128 $0x31,%%ymm13,%%ymm13,%%ymm12"));
   MEASURE("+ 6 vinsertf128 (cross-lane)", TWELVE_FMAS SIX("vinsertf128 $1,%%xmm13,%%ymm13,%%ymm12"));
   MEASURE("+ 6 vaddps", TWELVE_FMAS SIX("vaddps %%ymm13,%%ymm13,%%ymm12"));
+  MEASURE("+ 6 vmovups m256 (plain load)", TWELVE_FMAS SIX("vmovups fma_mix_operand(%%rip),%%ymm12"));
+  MEASURE("+ 6 vbroadcastss m32 (ymm)", TWELVE_FMAS SIX("vbroadcastss fma_mix_operand(%%rip),%%ymm12"));
+  if (avx512) {
+    base = 0; // the zmm rows against 12 zmm FMAs
+    MEASURE("12 vfmadd231ps zmm", TWELVE_ZMM_FMAS);
+    MEASURE("+ 6 vmovups m512 (plain load)",
+            TWELVE_ZMM_FMAS SIX("vmovups fma_mix_operand(%%rip),%%zmm12"));
+    MEASURE("+ 6 vbroadcastss m32 (zmm)",
+            TWELVE_ZMM_FMAS SIX("vbroadcastss fma_mix_operand(%%rip),%%zmm12"));
+  }
   return 0;
 }
