@@ -8,7 +8,7 @@
 // (docs/cpu-path.md, "Predicted core cycles for a CPU not at hand"); these rows measure it. Not
 // part of the build (needs AVX2 and FMA; the vpandd and zmm rows run only where AVX-512VL is):
 //
-//   clang-22 -O2 -mavx512f -mavx512vl bench/cpu_attention/memory/fma_mix.c -o /tmp/fma_mix && \
+//   clang-22 -O2 bench/cpu_attention/memory/fma_mix.c -o /tmp/fma_mix && \
 //       /tmp/fma_mix
 //
 // Measured numbers and what they mean for the kernel: docs/cpu-path.md, "Where one thread's time
