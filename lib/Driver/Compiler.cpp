@@ -266,6 +266,7 @@ void buildPipeline(OpPassManager &pm, const CompileOptions &options, bool aot) {
   // logits with the previous piece's p.V" and "Logits in passes over the heads").
   const int64_t bits = targetVectorBits(*tm);
   opts.overlapPieces = options.overlapPieces == -1 ? !zen4 && bits >= 256 : options.overlapPieces == 1;
+  opts.splatProbs = options.splatProbs;
   opts.aot = aot;
   opts.targetCpu = options.targetCpu;
   opts.targetFeatures = options.targetFeatures;

@@ -84,6 +84,9 @@ struct CPUPipelineCLOptions : PassPipelineOptions<CPUPipelineCLOptions> {
       *this, "overlap-pieces-16bit-kv",
       llvm::cl::desc("overlap-pieces for bf16/f16 KV (-1: as overlap-pieces, 0 off, 1 on)"),
       llvm::cl::init(-1)};
+  Option<bool> splatProbs{*this, "splat-probs",
+                          llvm::cl::desc("p.V loads splatted probabilities, not broadcasts"),
+                          llvm::cl::init(false)};
   Option<bool> aot{*this, "aot", llvm::cl::desc("Set target CPU and features on every llvm.func"),
                    llvm::cl::init(false)};
   Option<std::string> targetCpu{*this, "target-cpu", llvm::cl::desc("CPU for aot ('host')"),
@@ -112,6 +115,7 @@ void mlir::hybridgen::buildCPUPipeline(OpPassManager &pm, const CPUPipelineOptio
   lowerOpts.spreadPrefetch = opts.spreadPrefetch;
   lowerOpts.overlapPieces = opts.overlapPieces;
   lowerOpts.overlapPieces16 = opts.overlapPieces16;
+  lowerOpts.splatProbs = opts.splatProbs;
   pm.addPass(createHGLowerAttentionToCPU(lowerOpts));
   pm.addPass(createHGLowerRuntimeCalls());
   // Dense model ops (lib/Models) that are linalg on memrefs (norms, activations, residuals: small
@@ -177,6 +181,7 @@ void mlir::hybridgen::registerPipelines() {
         opts.spreadPrefetch = cl.spreadPrefetch;
         opts.overlapPieces = cl.overlapPieces;
         opts.overlapPieces16 = cl.overlapPieces16;
+        opts.splatProbs = cl.splatProbs;
         opts.aot = cl.aot;
         opts.targetCpu = cl.targetCpu;
         opts.targetFeatures = cl.targetFeatures;

@@ -205,6 +205,7 @@ void bindDriver(nb::module_ &m) {
   intField(options, "overlap_pieces", &CompileOptions::overlapPieces);
   intField(options, "vector_bits", &CompileOptions::vectorBits);
   options.def_rw("all_devices_on_cpu", &CompileOptions::allDevicesOnCpu)
+      .def_rw("splat_probs", &CompileOptions::splatProbs)
       .def_rw("target_cpu", &CompileOptions::targetCpu)
       .def_rw("target_features", &CompileOptions::targetFeatures)
       .def_rw("amx", &CompileOptions::amx)

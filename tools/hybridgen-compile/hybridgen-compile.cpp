@@ -70,6 +70,11 @@ static cl::opt<int64_t> overlapPieces(
              "piece's p.V (0 = off, 1 = on; -1 = the target's: on with AVX2 or AVX-512, except "
              "for znver4, which takes the spread prefetch)"),
     cl::init(hybridgen::driver::CompileOptions().overlapPieces), cl::cat(compileCategory));
+static cl::opt<bool> splatProbs(
+    "splat-probs",
+    cl::desc("The attention kernel's p.V loads each probability splatted across the lanes "
+             "instead of broadcasting it at every use (for AMD Zen 3/4 A/Bs; off by default)"),
+    cl::init(false), cl::cat(compileCategory));
 static cl::opt<int64_t> matmulRowPrefetchBytes(
     "matmul-row-prefetch-bytes",
     cl::desc("Model mode: how far ahead decode's matrix-vector rows prefetch their weights into "
@@ -176,6 +181,7 @@ int main(int argc, char **argv) {
   options.farPrefetchBytes = farPrefetchBytes;
   options.spreadPrefetch = spreadPrefetch;
   options.overlapPieces = overlapPieces;
+  options.splatProbs = splatProbs;
   options.amx = useAmx;
   options.bf16Dot = useBf16Dot;
   options.bf16DotRounded = useBf16DotRounded;

@@ -70,6 +70,13 @@ struct CompileOptions {
   /// targets but AMD Zen 4, which has its own spread prefetch; 0 off, 1 on (docs/cpu-path.md,
   /// "Each piece's logits with the previous piece's p.V", "Logits in passes over the heads").
   int64_t overlapPieces = -1;
+  /// The dense kernel's p.V loads each probability as a copy splatted across the lanes (written
+  /// once per piece) instead of broadcasting it at every use. Off by default: LLVM's models of
+  /// AMD Zen 3/4 predict it faster there (a broadcast load takes an FP pipe beside the FMAs),
+  /// not yet measured on one; on Emerald Rapids it measured 2-4% slower cache-resident (AVX2
+  /// code) and read 0.01-0.04 less of the roof from DRAM for 16-bit KV (AVX-512 code)
+  /// (docs/cpu-path.md, "Predicted core cycles for a CPU not at hand").
+  bool splatProbs = false;
   /// Vector width the CPU kernels' register tiles are sized for: 0 = the target's widest (512
   /// with AVX-512, 256 with AVX2, else 128); 256 or 128 narrower on purpose (must not exceed it).
   int64_t vectorBits = 0;

@@ -90,6 +90,10 @@ def HGLowerAttentionToCPU : Pass<"hg-lower-attention-to-cpu", "::mlir::ModuleOp"
     Option<"overlapPieces16", "overlap-pieces-16bit-kv", "int64_t", /*default=*/"-1",
            "overlap-pieces for the kernels of bf16/f16 KV (-1: as overlap-pieces, 0 off, 1 "
            "on; the driver leaves it at -1)">,
+    Option<"splatProbs", "splat-probs", "bool", /*default=*/"false",
+           "The dense kernel's p.V loads each probability as a copy splatted across the lanes "
+           "(written once per piece by the softmax) instead of broadcasting it at every use; "
+           "not with the bf16 dot products">,
   ];
   let dependentDialects = [
     "::mlir::amx::AMXDialect", "::mlir::arith::ArithDialect", "::mlir::func::FuncDialect",

@@ -60,6 +60,8 @@ struct CPUPipelineOptions {
   /// against another; the driver leaves it at -1; hg-lower-attention-to-cpu's
   /// overlap-pieces-16bit-kv).
   int64_t overlapPieces16 = -1;
+  /// p.V loads splatted probabilities (hg-lower-attention-to-cpu's splat-probs).
+  bool splatProbs = false;
   /// Ahead-of-time code: name the CPU and its features on every llvm.func.
   bool aot = false;
   /// With aot: the CPU ("host" = this machine) and a feature list (empty = the CPU's).

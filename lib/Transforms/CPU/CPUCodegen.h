@@ -64,6 +64,8 @@ struct KernelConfig {
   /// The target wants each piece's logits computed with the previous piece's p.V: see
   /// overlapPieces (the function) for where it applies.
   bool overlapPieces = false;
+  /// p.V loads splatted probabilities instead of broadcasting them: see splatProbs.
+  bool splatProbs = false;
 
   int64_t group() const { return qHeads / kvHeads; }
   /// f32 lanes of one vector register, and the number of vector registers.
@@ -282,6 +284,20 @@ int64_t bf16DotHalves(const KernelConfig &c);
 /// spread over the piece").
 bool spreadPrefetch(const KernelConfig &c);
 
+/// Whether p.V takes each probability as a full-width load of a copy splatted across the lanes
+/// (written once per piece by the softmax, next to the probabilities in |scores|) instead of a
+/// broadcast load per use (one per column tile): asked for (KernelConfig::splatProbs), and not
+/// with the bf16 dot products, whose p.V broadcasts pairs. LLVM's scheduling models put a
+/// broadcast load on FP1/FP2 of Zen 3 (ymm) and on FP1 of Zen 4 (zmm), beside the FMAs, where a
+/// plain load takes no FP pipe; on Intel both are load-port only (docs/cpu-path.md, "Predicted
+/// core cycles for a CPU not at hand"). Off by default: not measured on an AMD CPU yet.
+bool splatProbs(const KernelConfig &c);
+
+/// A piece's logits, then probabilities, on the stack: memref<gs x n x f32> with n =
+/// block_size, plus block_size x dot-width splatted copies with splatProbs; the logits lanes
+/// start at -inf, the copies at 0.
+Value allocScores(Emitter &e, const KernelConfig &c);
+
 /// Whether the transposed logits (kTransposed) take bf16 dot products too: with bf16DotRounded,
 /// q rounded once to bf16 and K's columns (2j, 2j+1) interleaved in registers into the pairs
 /// vdpbf16ps multiplies, half the instructions of the widened f32 FMAs. Without it the
@@ -297,7 +313,8 @@ struct DenseBlock {
   Value k, v, table;
   /// With kTransposed: k viewed as memref<blocks x kv_heads x head_dim x block_size>.
   Value kT;
-  Value scores; // memref<gs x block_size x f32>: logits, then probabilities
+  Value scores; // memref<gs x block_size x f32>: logits, then probabilities (allocScores;
+                // with splatProbs each row's probability splatted across the lanes follows)
   Value acc;    // memref<units x gs x head_dim x f32>: unnormalized outputs
   Value qs;     // memref<q_heads x head_dim x f32>: q scaled, as slices (see the dense kernel)
                 // with bf16DotApplies: memref<q_heads x halves x head_dim x bf16>, q scaled as

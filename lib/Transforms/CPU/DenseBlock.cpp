@@ -133,6 +133,22 @@ int64_t cpu::bf16DotHalves(const KernelConfig &c) { return c.bf16DotRounded ? 1 
 /// less on Zen 4.
 constexpr int64_t kSmallPieceBytes = 4096;
 
+bool cpu::splatProbs(const KernelConfig &c) { return c.splatProbs && !bf16DotApplies(c); }
+
+Value cpu::allocScores(Emitter &e, const KernelConfig &c) {
+  int64_t gs = c.subGroup(), bs = c.blockSize, splats = splatProbs(c) ? bs * c.dotWidth() : 0;
+  Value scores = memref::AllocaOp::create(e.b, MemRefType::get({gs, bs + splats}, e.f32()),
+                                          e.stackAlign());
+  // Lanes outside a block's valid rows are masked, but never leave them uninitialized.
+  for (int64_t g = 0; g < gs; ++g) {
+    vector::StoreOp::create(e.b, e.splat(e.negInf(), bs), scores, ValueRange{e.idx(g), e.idx(0)});
+    if (splats > 0)
+      vector::StoreOp::create(e.b, e.splat(e.cf(0.0f), splats), scores,
+                              ValueRange{e.idx(g), e.idx(bs)});
+  }
+  return scores;
+}
+
 bool cpu::spreadPrefetch(const KernelConfig &c) {
   return c.spreadPrefetch && c.kTransposed && c.farPieces() > 0 && treeRows(c) > 0 &&
          (c.pieceBytes() >= kSmallPieceBytes || bf16DotLogits(c));
@@ -217,8 +233,15 @@ void DenseBlock::rowTimesV(Value probs, Value pb, Value kvh, Value r, int64_t co
   int64_t w = c.dotWidth(), np = c.accTileWidth() / w;
   SmallVector<Value> vs = loadSlices(v, pb, kvh, r, col, c.accTileWidth());
   for (int64_t g = 0; g < c.subGroup(); ++g) {
-    // A scalar load splat from memory becomes one broadcast load.
-    Value pg = e.splat(memref::LoadOp::create(e.b, probs, ValueRange{e.idx(g), r}), w);
+    // A scalar load splat from memory becomes one broadcast load; with splatProbs a plain load
+    // of the copy the softmax wrote.
+    Value pg =
+        splatProbs(c)
+            ? vector::LoadOp::create(
+                  e.b, VectorType::get({w}, e.f32()), probs,
+                  ValueRange{e.idx(g), e.addi(e.idx(c.blockSize), e.muli(r, e.idx(w)))})
+                  .getResult()
+            : e.splat(memref::LoadOp::create(e.b, probs, ValueRange{e.idx(g), r}), w);
     for (int64_t i = 0; i < np; ++i)
       tile[g * np + i] = vector::FMAOp::create(e.b, pg, vs[i], tile[g * np + i]);
   }
@@ -786,6 +809,12 @@ SmallVector<Value> DenseBlock::softmax(Value r0, Value r1) {
       return p;
     }
     vector::StoreOp::create(b, p, scores, ValueRange{e.idx(g), e.idx(0)});
+    if (splatProbs(c)) { // each row's p across the lanes, for p.V's loads
+      int64_t w = c.dotWidth();
+      for (int64_t r = 0; r < bs; ++r)
+        vector::StoreOp::create(b, e.splat(vector::ExtractOp::create(b, p, r), w), scores,
+                                ValueRange{e.idx(g), e.idx(bs + r * w)});
+    }
     return p;
   };
   if (vectorStats(c)) {

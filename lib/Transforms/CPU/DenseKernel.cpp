@@ -55,7 +55,8 @@ std::string KernelConfig::mangle() const {
          (bf16DotApplies(*this) ? (bf16DotRounded ? "_dr" : "_dp") : "") +
          (bf16DotLogits(*this) ? "q" : "") +
          (interleavedFma(*this) ? "_il" : "") + (kTransposed ? "_kt" : "") +
-         (cpu::spreadPrefetch(*this) ? "_sp" : "") + (cpu::overlapPieces(*this) ? "_ov" : "");
+         (cpu::spreadPrefetch(*this) ? "_sp" : "") + (cpu::overlapPieces(*this) ? "_ov" : "") +
+         (cpu::splatProbs(*this) ? "_ps" : "");
 }
 
 Value cpu::transposedKView(ImplicitLocOpBuilder &b, Value k) {
@@ -125,10 +126,7 @@ static void walkOverlapped(Emitter &e, const KernelConfig &c, DenseBlock &body, 
                            Value t1, function_ref<void(Value, Value)> setFarPiece) {
   ImplicitLocOpBuilder &b = e.b;
   int64_t gs = c.subGroup(), bs = c.blockSize;
-  Value scores[2] = {body.scores, memref::AllocaOp::create(
-                                      b, MemRefType::get({gs, bs}, e.f32()), e.stackAlign())};
-  for (int64_t g = 0; g < gs; ++g)
-    vector::StoreOp::create(b, e.splat(e.negInf(), bs), scores[1], ValueRange{e.idx(g), e.idx(0)});
+  Value scores[2] = {body.scores, allocScores(e, c)};
   Value alphas = memref::AllocaOp::create(b, MemRefType::get({2, gs}, e.f32()), e.stackAlign());
   enum Slot { kPending, kPb, kKvh, kUnit, kR0, kR1, kParity, kSlots };
   Value state = memref::AllocaOp::create(b, MemRefType::get({kSlots}, b.getIndexType()));
@@ -262,11 +260,7 @@ func::FuncOp cpu::buildDenseKernel(ModuleOp module, StringRef name, const Kernel
     std::tie(u0, u1) = e.part(gi, units, unitGroups);
     Value n = e.subi(u1, u0);
     // scf-to-openmp scopes each iteration's stack allocations (alloca_scope).
-    body.scores = memref::AllocaOp::create(b, MemRefType::get({gs, bs}, e.f32()), e.stackAlign());
-    // Lanes outside a block's valid rows are masked, but never leave them uninitialized.
-    for (int64_t g = 0; g < gs; ++g)
-      vector::StoreOp::create(b, e.splat(e.negInf(), bs), body.scores,
-                              ValueRange{e.idx(g), e.idx(0)});
+    body.scores = allocScores(e, c);
     body.acc = memref::AllocaOp::create(b, MemRefType::get({c.kvHeads * nsub, gs, d}, e.f32()),
                                         e.stackAlign());
     // q of every head, scaled, as the dot-width slices the block code takes (qv[g * nw + j] at

@@ -68,6 +68,7 @@ struct LowerAttentionToCPUPass
     c.spreadPrefetch = spreadPrefetch;
     c.overlapPieces =
         c.kvType.isF32() || overlapPieces16 < 0 ? bool(overlapPieces) : overlapPieces16 == 1;
+    c.splatProbs = splatProbs;
     if (c.kTransposed && c.topK > 0)
       return op.emitOpError("k-transposed (K pool pieces stored [head_dim][block_size]) is not "
                             "supported by the top-k kernel");
