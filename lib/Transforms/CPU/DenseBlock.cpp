@@ -944,7 +944,8 @@ void DenseBlock::overlappedStep(Value prevPb, Value prevKvh, Value prevUnit, Val
   int64_t tw = c.accTileWidth(), nt = hd / tw, w = c.dotWidth(), np = tw / w;
   // The logits in |passes| passes over the columns, |gp| heads each (overlapLogitPasses), a pass
   // per nt / passes tiles of p.V.
-  auto [passes, chains] = overlapLogitPasses(c);
+  int64_t passes, chains; // not a structured binding: the row loop's lambda captures them
+  std::tie(passes, chains) = overlapLogitPasses(c);
   int64_t gp = gs / passes, tilesPerPass = nt / passes;
   // Each of the nt x bs row steps of p.V computes |perStep| logit columns (of its pass's heads)
   // and asks for |linesPerStep| lines of this piece's V and of the far piece's K (and V for
