@@ -265,6 +265,9 @@ bool bf16DotApplies(const KernelConfig &c);
 /// kTransposed stores it, memref<blocks x kv_heads x head_dim x block_size>: the same memory,
 /// no copy.
 Value transposedKView(ImplicitLocOpBuilder &b, Value k);
+/// A K or V pool viewed as memref<blocks x kv_heads x (block_size * head_dim)>: a piece's elements
+/// in one dimension, so that a cache line's address is its index times the line's elements.
+Value pieceView(ImplicitLocOpBuilder &b, Value pool);
 
 /// Rows per accumulator vector of logitsTransposed: the whole block where it fits in two
 /// registers, else the largest divisor of the block size that does.
@@ -334,6 +337,11 @@ struct DenseBlock {
   /// With pacedPrefetch: an f32 result of the row computed last, which prefetchRow makes the
   /// next prefetch addresses depend on (null: none yet).
   Value prefetchAfter;
+  /// With overlapPieces, 16-bit KV and 16 vector registers: k and v as pieceViews. The overlapped step addresses its K columns, V
+  /// rows and prefetched lines by element offsets in them, one base per loop iteration plus
+  /// constants, which x86 takes as displacements (as 4-D indices LLVM computed each address
+  /// from the row index again: `lea`, `shl` per load).
+  Value kPieces, vPieces;
 
   /// Asks for the K and V rows of kv head |kvh| in pool block |pb|.
   void prefetchPiece(Value pb, Value kvh);
@@ -342,15 +350,19 @@ struct DenseBlock {
   void prefetchRow(Value pool, Value pb, Value kvh, Value r, int32_t locality);
   /// The cache line at (row |r|, column |col|) of that piece, with |locality|.
   void prefetchLine(Value pool, Value pb, Value kvh, Value r, Value col, int32_t locality);
+  /// The cache line at element |at| of that piece in |pieces| (a pieceView), into L2.
+  void prefetchPieceLine(Value pieces, Value pb, Value kvh, Value at);
   /// p.V of one row: row |r| of V in pool block |pb|, kv head |kvh|, columns [col, col +
   /// accTileWidth), times each head's probability of that row in |probs|, into |tile|
   /// (head-major, dot-width pieces).
+  /// |vAt|: the element offset of (r, col) in vPieces, which the row is then loaded from.
   void rowTimesV(Value probs, Value pb, Value kvh, Value r, int64_t col,
-                 MutableArrayRef<Value> tile);
+                 MutableArrayRef<Value> tile, Value vAt = {});
   /// Columns [col, col + width) of row |r| as dot-width f32 slices, in the (even, odd) order of
   /// bf16Pairs when it applies.
+  /// |pieceAt|: |pool| is a pieceView and (r, col) is element |pieceAt| of the piece.
   SmallVector<Value> loadSlices(Value pool, Value pb, Value kvh, Value r, int64_t col,
-                                int64_t width);
+                                int64_t width, Value pieceAt = {});
   /// Per-head partial dot products of row |r| with q: one FMA chain per head over w-wide
   /// slices, each K slice loaded and widened once for all heads in [g0, g1). q's slices come
   /// from |qv|, or, when it is empty (qAtUse), from |qs| where each FMA uses them.
@@ -378,8 +390,10 @@ struct DenseBlock {
   /// and widened once (bf16 rows of two registers as (even, odd) halves), times each head's
   /// broadcast q element, into chain |chain| of |acc| (head-major: heads x chains x halves).
   /// Heads [g0, g1) of the unit, whose accumulators |acc| holds from g0 on.
+  /// |kAt|: the element offset of (col, rt) in kPieces, which the column is then loaded from.
   void columnLogits(Value pb, Value kvh, Value col, int64_t rt, int64_t tile, int64_t chains,
-                    int64_t chain, MutableArrayRef<Value> acc, int64_t g0, int64_t g1);
+                    int64_t chain, MutableArrayRef<Value> acc, int64_t g0, int64_t g1,
+                    Value kAt = {});
   /// Each head's chains of |acc| summed (|subs| vectors of |width| rows each; |halves|: the
   /// (even, odd) rows zipped back into order) and stored as rows [rt, ..) of |scores|; heads
   /// [g0, g1) as columnLogits.

@@ -228,10 +228,15 @@ void DenseBlock::prefetchLine(Value pool, Value pb, Value kvh, Value r, Value co
                              /*isDataCache=*/true);
 }
 
+void DenseBlock::prefetchPieceLine(Value pieces, Value pb, Value kvh, Value at) {
+  memref::PrefetchOp::create(e.b, pieces, ValueRange{pb, kvh, at}, /*isWrite=*/false,
+                             /*localityHint=*/2, /*isDataCache=*/true);
+}
+
 void DenseBlock::rowTimesV(Value probs, Value pb, Value kvh, Value r, int64_t col,
-                           MutableArrayRef<Value> tile) {
+                           MutableArrayRef<Value> tile, Value vAt) {
   int64_t w = c.dotWidth(), np = c.accTileWidth() / w;
-  SmallVector<Value> vs = loadSlices(v, pb, kvh, r, col, c.accTileWidth());
+  SmallVector<Value> vs = loadSlices(vAt ? vPieces : v, pb, kvh, r, col, c.accTileWidth(), vAt);
   for (int64_t g = 0; g < c.subGroup(); ++g) {
     // A scalar load splat from memory becomes one broadcast load; with splatProbs a plain load
     // of the copy the softmax wrote.
@@ -250,18 +255,23 @@ void DenseBlock::rowTimesV(Value probs, Value pb, Value kvh, Value r, int64_t co
 /// Columns [col, col + width) of row |r| as dot-width f32 slices, in the (even, odd) order of
 /// bf16Pairs when it applies.
 SmallVector<Value> DenseBlock::loadSlices(Value pool, Value pb, Value kvh, Value r, int64_t col,
-                                          int64_t width) {
+                                          int64_t width, Value pieceAt) {
   ImplicitLocOpBuilder &b = e.b;
   int64_t w = c.dotWidth();
+  auto at = [&](int64_t j) -> SmallVector<Value> {
+    if (pieceAt)
+      return {pb, kvh, e.addi(pieceAt, e.idx(j))};
+    return {pb, kvh, r, e.idx(col + j)};
+  };
   SmallVector<Value> slices;
   if (!bf16Pairs(c)) {
     for (int64_t j = 0; j < width; j += w)
-      slices.push_back(e.loadRowF32(pool, {pb, kvh, r, e.idx(col + j)}, w));
+      slices.push_back(e.loadRowF32(pool, at(j), w));
     return slices;
   }
   for (int64_t j = 0; j < width; j += 2 * w) {
-    Value raw = vector::LoadOp::create(b, VectorType::get({2 * w}, c.kvType), pool,
-                                       ValueRange{pb, kvh, r, e.idx(col + j)});
+    Value raw =
+        vector::LoadOp::create(b, VectorType::get({2 * w}, c.kvType), pool, at(j));
     auto [even, odd] = e.bf16EvenOdd(raw);
     slices.append({even, odd});
   }
@@ -522,18 +532,20 @@ void DenseBlock::logitsTransposed(Value pb, Value kvh) {
 
 void DenseBlock::columnLogits(Value pb, Value kvh, Value col, int64_t rt, int64_t tile,
                               int64_t chains, int64_t chain, MutableArrayRef<Value> acc,
-                              int64_t g0, int64_t g1) {
+                              int64_t g0, int64_t g1, Value kAt) {
   int64_t l = c.lanes();
   bool halves = c.kvType.isBF16() && tile == 2 * l;
   int64_t subs = halves ? 2 : 1, width = halves ? l : tile;
+  Value pool = kAt ? kPieces : kT;
+  SmallVector<Value> at = kAt ? SmallVector<Value>{pb, kvh, kAt}
+                              : SmallVector<Value>{pb, kvh, col, e.idx(rt)};
   SmallVector<Value> kc;
   if (halves) {
-    Value raw = vector::LoadOp::create(e.b, VectorType::get({tile}, c.kvType), kT,
-                                       ValueRange{pb, kvh, col, e.idx(rt)});
+    Value raw = vector::LoadOp::create(e.b, VectorType::get({tile}, c.kvType), pool, at);
     auto [even, odd] = e.bf16EvenOdd(raw);
     kc = {even, odd};
   } else {
-    kc.push_back(e.loadRowF32(kT, {pb, kvh, col, e.idx(rt)}, tile));
+    kc.push_back(e.loadRowF32(pool, at, tile));
   }
   for (int64_t g = g0; g < g1; ++g) {
     Value h = e.addi(e.muli(unit, e.idx(c.subGroup())), e.idx(g));
@@ -952,7 +964,7 @@ void DenseBlock::overlappedStep(Value prevPb, Value prevKvh, Value prevUnit, Val
   // small pieces).
   int64_t steps = nt * bs, perStep = hd / (tilesPerPass * bs);
   int64_t eltBytes = c.kvType.getIntOrFloatBitWidth() / 8, perLine = 64 / eltBytes;
-  int64_t lines = c.pieceBytes() / 64, lineCols = hd / perLine;
+  int64_t lines = c.pieceBytes() / 64;
   // |linesPerStep| lines every |stepsPerLine| steps (one of the two is 1).
   int64_t linesPerStep = std::max<int64_t>(1, lines / steps);
   int64_t stepsPerLine = std::max<int64_t>(1, steps / lines);
@@ -962,6 +974,7 @@ void DenseBlock::overlappedStep(Value prevPb, Value prevKvh, Value prevUnit, Val
   // bf16), 2 on AVX2, 1 for f16 there.
   int64_t unroll = overlapUnroll(c);
   int64_t nTile = gs * np;
+  bool flat = bool(vPieces); // 16-bit KV (see kPieces)
   SmallVector<Value> zeros(gp * chains * subs, e.splat(e.cf(0.0f), width)), logits = zeros;
   for (int64_t t = 0; t < nt; ++t) {
     int64_t col = t * tw, g0 = t / tilesPerPass * gp, g1 = g0 + gp;
@@ -971,6 +984,11 @@ void DenseBlock::overlappedStep(Value prevPb, Value prevKvh, Value prevUnit, Val
     SmallVector<Value> done =
         e.loop(e.idx(0), e.idx(bs), e.idx(unroll), carried, [&](Value rBase, ValueRange a) {
           SmallVector<Value> next(a);
+          // Element offsets of the iteration's first V row (this tile's columns) and first K
+          // column (of its pass) in their pieces; the rows and columns the unroll adds are
+          // constants beyond them.
+          Value vBase = flat ? e.muli(rBase, e.idx(hd)) : Value();
+          Value kBase = flat ? e.muli(rBase, e.idx(perStep * bs)) : Value();
           for (int64_t u = 0; u < unroll; ++u) {
             Value r = e.addi(rBase, e.idx(u));
             Value step = e.addi(e.idx(t * bs), r);
@@ -982,25 +1000,40 @@ void DenseBlock::overlappedStep(Value prevPb, Value prevKvh, Value prevUnit, Val
             for (int64_t i = 0; i < linesPerStep && asks; ++i) {
               Value line = e.addi(
                   e.muli(e.divi(step, e.idx(stepsPerLine)), e.idx(linesPerStep)), e.idx(i));
-              Value row = e.divi(line, e.idx(lineCols));
-              Value lc = e.muli(e.remi(line, e.idx(lineCols)), e.idx(perLine));
-              prefetchLine(v, pb, kvh, row, lc, 2);
+              // In a flat piece the line's element offset is one multiply; as a (row, column)
+              // pair it took a division and a remainder (12 integer instructions per row step of
+              // the f16 loop on x86-64-v3, beside 16 FMAs).
+              Value at, row, lc;
+              if (flat) {
+                at = e.muli(line, e.idx(perLine));
+              } else {
+                row = e.divi(line, e.idx(hd / perLine));
+                lc = e.muli(e.remi(line, e.idx(hd / perLine)), e.idx(perLine));
+              }
+              auto ask = [&](Value pool, Value pieces, Value b, Value h) {
+                if (flat)
+                  return prefetchPieceLine(pieces, b, h, at);
+                prefetchLine(pool, b, h, row, lc, 2);
+              };
+              ask(v, vPieces, pb, kvh);
               if (pbFar) {
-                prefetchLine(k, pbFar, kvhFar, row, lc, 2);
+                ask(k, kPieces, pbFar, kvhFar);
                 if (farV)
-                  prefetchLine(v, pbFar, kvhFar, row, lc, 2);
+                  ask(v, vPieces, pbFar, kvhFar);
               }
             }
             // p.V: row r of the previous piece, this tile's columns.
-            rowTimesV(prevScores, prevPb, prevKvh, r, col,
-                      MutableArrayRef(next).take_front(nTile));
+            rowTimesV(prevScores, prevPb, prevKvh, r, col, MutableArrayRef(next).take_front(nTile),
+                      flat ? e.addi(vBase, e.idx(u * hd + col)) : Value());
             // Logits of heads [g0, g1): this piece's columns [passStep * perStep, (passStep +
             // 1) * perStep).
             Value passStep = e.addi(e.idx(stepBase), r);
             for (int64_t i = 0; i < perStep; ++i)
               columnLogits(pb, kvh, e.addi(e.muli(passStep, e.idx(perStep)), e.idx(i)), 0, bs,
                            chains, (u * perStep + i) % chains,
-                           MutableArrayRef(next).drop_front(nTile), g0, g1);
+                           MutableArrayRef(next).drop_front(nTile), g0, g1,
+                           flat ? e.addi(kBase, e.idx(((stepBase + u) * perStep + i) * bs))
+                                : Value());
           }
           return next;
         });

@@ -74,6 +74,18 @@ Value cpu::transposedKView(ImplicitLocOpBuilder &b, Value k) {
                              b.getIndexAttr(blockSize), b.getIndexAttr(1)});
 }
 
+Value cpu::pieceView(ImplicitLocOpBuilder &b, Value pool) {
+  auto type = cast<MemRefType>(pool.getType());
+  int64_t kvHeads = type.getDimSize(1), piece = type.getDimSize(2) * type.getDimSize(3);
+  Value numBlocks = memref::DimOp::create(b, pool, 0);
+  auto viewType = MemRefType::get({ShapedType::kDynamic, kvHeads, piece}, type.getElementType());
+  return memref::ReinterpretCastOp::create(
+      b, viewType, pool, /*offset=*/b.getIndexAttr(0),
+      ArrayRef<OpFoldResult>{numBlocks, b.getIndexAttr(kvHeads), b.getIndexAttr(piece)},
+      ArrayRef<OpFoldResult>{b.getIndexAttr(kvHeads * piece), b.getIndexAttr(piece),
+                             b.getIndexAttr(1)});
+}
+
 SmallVector<Type> cpu::kernelArgTypes(MLIRContext *ctx, const KernelConfig &c) {
   int64_t dyn = ShapedType::kDynamic;
   Type f32 = Float32Type::get(ctx), i32 = IntegerType::get(ctx, 32), index = IndexType::get(ctx);
@@ -241,9 +253,18 @@ func::FuncOp cpu::buildDenseKernel(ModuleOp module, StringRef name, const Kernel
   Value sm = memref::AllocOp::create(b, statType, ValueRange{rows});
   Value sl = memref::AllocOp::create(b, statType, ValueRange{rows});
 
-  DenseBlock body{e, c, k, v, table, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}};
+  DenseBlock body{e, c, k, v, table, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}};
   if (c.kTransposed)
     body.kT = transposedKView(b, k);
+  // The overlapped step's offsets into flat pieces, for 16-bit KV on 16-register (AVX2) targets:
+  // on a Zen 3 (3 interleaved rounds from DRAM, 32K and 128K tokens, batch 1 and 8, 1 and 2
+  // threads) bf16 read 0.787 against 0.708 of the roof (mean of medians), f16 0.747 against
+  // 0.699; f32 0.823 against 0.855, so it keeps its 4-D indices. AVX-512 code is unchanged until
+  // measured on a CPU that runs it (docs/cpu-path.md, "Addresses as offsets in flat pieces").
+  if (overlapPieces(c) && !c.kvType.isF32() && c.targetRegs() == 16) {
+    body.kPieces = pieceView(b, k);
+    body.vPieces = pieceView(b, v);
+  }
   int64_t w = c.dotWidth(), tw = c.accTileWidth(), nw = d / w;
   // One iteration per (sequence, unit group, chunk) walks its kv-head units slot-major: block by
   // block, and in a block unit by unit, so K and V are read as whole contiguous pool blocks (all
