@@ -337,10 +337,10 @@ struct DenseBlock {
   /// With pacedPrefetch: an f32 result of the row computed last, which prefetchRow makes the
   /// next prefetch addresses depend on (null: none yet).
   Value prefetchAfter;
-  /// With overlapPieces, 16-bit KV and 16 vector registers: k and v as pieceViews. The overlapped step addresses its K columns, V
-  /// rows and prefetched lines by element offsets in them, one base per loop iteration plus
-  /// constants, which x86 takes as displacements (as 4-D indices LLVM computed each address
-  /// from the row index again: `lea`, `shl` per load).
+  /// With overlapPieces, 16-bit KV and 16 vector registers: k and v as pieceViews. The
+  /// overlapped step addresses its K columns, V rows and prefetched lines by element offsets in
+  /// them, one base per loop iteration plus constants, which x86 takes as displacements (as 4-D
+  /// indices LLVM computed each address from the row index again: `lea`, `shl` per load).
   Value kPieces, vPieces;
 
   /// Asks for the K and V rows of kv head |kvh| in pool block |pb|.

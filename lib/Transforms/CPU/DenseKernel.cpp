@@ -59,31 +59,35 @@ std::string KernelConfig::mangle() const {
          (cpu::splatProbs(*this) ? "_ps" : "");
 }
 
+/// |pool| (memref<blocks x kv_heads x block_size x head_dim>) viewed as memref<blocks x kv_heads x
+/// inner...>, the same bytes of each piece in a row-major shape of its own.
+static Value pieceShapedView(ImplicitLocOpBuilder &b, Value pool, ArrayRef<int64_t> inner) {
+  auto type = cast<MemRefType>(pool.getType());
+  int64_t kvHeads = type.getDimSize(1), piece = type.getDimSize(2) * type.getDimSize(3);
+  SmallVector<int64_t> shape{ShapedType::kDynamic, kvHeads};
+  shape.append(inner.begin(), inner.end());
+  SmallVector<OpFoldResult> sizes{OpFoldResult(memref::DimOp::create(b, pool, 0).getResult())};
+  SmallVector<OpFoldResult> strides(shape.size());
+  int64_t stride = 1;
+  for (int64_t i = int64_t(shape.size()) - 1; i >= 1; --i) {
+    strides[i] = b.getIndexAttr(stride);
+    stride *= shape[i];
+  }
+  strides[0] = b.getIndexAttr(kvHeads * piece);
+  for (size_t i = 1; i < shape.size(); ++i)
+    sizes.push_back(b.getIndexAttr(shape[i]));
+  return memref::ReinterpretCastOp::create(b, MemRefType::get(shape, type.getElementType()),
+                                           pool, /*offset=*/b.getIndexAttr(0), sizes, strides);
+}
+
 Value cpu::transposedKView(ImplicitLocOpBuilder &b, Value k) {
   auto type = cast<MemRefType>(k.getType());
-  int64_t kvHeads = type.getDimSize(1), blockSize = type.getDimSize(2),
-          headDim = type.getDimSize(3), piece = headDim * blockSize;
-  Value numBlocks = memref::DimOp::create(b, k, 0);
-  auto viewType = MemRefType::get({ShapedType::kDynamic, kvHeads, headDim, blockSize},
-                                  type.getElementType());
-  return memref::ReinterpretCastOp::create(
-      b, viewType, k, /*offset=*/b.getIndexAttr(0),
-      ArrayRef<OpFoldResult>{numBlocks, b.getIndexAttr(kvHeads), b.getIndexAttr(headDim),
-                             b.getIndexAttr(blockSize)},
-      ArrayRef<OpFoldResult>{b.getIndexAttr(kvHeads * piece), b.getIndexAttr(piece),
-                             b.getIndexAttr(blockSize), b.getIndexAttr(1)});
+  return pieceShapedView(b, k, {type.getDimSize(3), type.getDimSize(2)});
 }
 
 Value cpu::pieceView(ImplicitLocOpBuilder &b, Value pool) {
   auto type = cast<MemRefType>(pool.getType());
-  int64_t kvHeads = type.getDimSize(1), piece = type.getDimSize(2) * type.getDimSize(3);
-  Value numBlocks = memref::DimOp::create(b, pool, 0);
-  auto viewType = MemRefType::get({ShapedType::kDynamic, kvHeads, piece}, type.getElementType());
-  return memref::ReinterpretCastOp::create(
-      b, viewType, pool, /*offset=*/b.getIndexAttr(0),
-      ArrayRef<OpFoldResult>{numBlocks, b.getIndexAttr(kvHeads), b.getIndexAttr(piece)},
-      ArrayRef<OpFoldResult>{b.getIndexAttr(kvHeads * piece), b.getIndexAttr(piece),
-                             b.getIndexAttr(1)});
+  return pieceShapedView(b, pool, {type.getDimSize(2) * type.getDimSize(3)});
 }
 
 SmallVector<Type> cpu::kernelArgTypes(MLIRContext *ctx, const KernelConfig &c) {
@@ -260,7 +264,7 @@ func::FuncOp cpu::buildDenseKernel(ModuleOp module, StringRef name, const Kernel
   // on a Zen 3 (3 interleaved rounds from DRAM, 32K and 128K tokens, batch 1 and 8, 1 and 2
   // threads) bf16 read 0.787 against 0.708 of the roof (mean of medians), f16 0.747 against
   // 0.699; f32 0.823 against 0.855, so it keeps its 4-D indices. AVX-512 code is unchanged until
-  // measured on a CPU that runs it (docs/cpu-path.md, "Addresses as offsets in flat pieces").
+  // measured on a CPU that runs it (docs/cpu-path.md, "Zen 3 again, on transposed K").
   if (overlapPieces(c) && !c.kvType.isF32() && c.targetRegs() == 16) {
     body.kPieces = pieceView(b, k);
     body.vPieces = pieceView(b, v);
