@@ -266,6 +266,20 @@ void buildPipeline(OpPassManager &pm, const CompileOptions &options, bool aot) {
   // logits with the previous piece's p.V" and "Logits in passes over the heads").
   const int64_t bits = targetVectorBits(*tm);
   opts.overlapPieces = options.overlapPieces == -1 ? !zen4 && bits >= 256 : options.overlapPieces == 1;
+  // On Zen 4 with K transposed the default differs by KV dtype: bf16/f16 keep the spread
+  // prefetch and 512-bit tiles; f32 is planned as on AVX2 (8 lanes, 16 registers: the logits in
+  // passes over the heads) with the pieces overlapped, which read 0.87-0.97 of the roof against
+  // 0.70-0.83 on one thread with the 512-bit spread kernel (256-bit tiles over 32 registers:
+  // 0.75-0.82; docs/cpu-path.md, "Zen 4 again"). Naming the vector bits, the spread or the
+  // overlap keeps the rules above.
+  if (zen4 && options.kTransposed && options.vectorBits == 0 && options.spreadPrefetch == -1 &&
+      options.overlapPieces == -1) {
+    opts.vectorBitsF32 = 256;
+    opts.spreadPrefetch = false;
+    opts.spreadPrefetch16 = 1;
+    opts.overlapPieces = true;
+    opts.overlapPieces16 = 0;
+  }
   opts.splatProbs = options.splatProbs;
   opts.aot = aot;
   opts.targetCpu = options.targetCpu;

@@ -54,6 +54,10 @@ struct CPUPipelineCLOptions : PassPipelineOptions<CPUPipelineCLOptions> {
       *this, "vector-bits-16bit-kv",
       llvm::cl::desc("Vector width of the bf16/f16 KV kernels (0: vector-bits)"),
       llvm::cl::init(0)};
+  Option<int64_t> vectorBitsF32{
+      *this, "vector-bits-f32-kv",
+      llvm::cl::desc("f32 KV kernels planned as for a target of this width (0: vector-bits)"),
+      llvm::cl::init(0)};
   Option<int64_t> farPrefetchBytes{
       *this, "far-prefetch-bytes",
       llvm::cl::desc("Far L2 prefetch distance of the dense vector kernel, bytes (0: off; "
@@ -80,6 +84,10 @@ struct CPUPipelineCLOptions : PassPipelineOptions<CPUPipelineCLOptions> {
       *this, "overlap-pieces",
       llvm::cl::desc("With k-transposed: each piece's logits in one loop with the previous p.V"),
       llvm::cl::init(false)};
+  Option<int64_t> spreadPrefetch16{
+      *this, "spread-prefetch-16bit-kv",
+      llvm::cl::desc("spread-prefetch for bf16/f16 KV (-1: as spread-prefetch, 0 off, 1 on)"),
+      llvm::cl::init(-1)};
   Option<int64_t> overlapPieces16{
       *this, "overlap-pieces-16bit-kv",
       llvm::cl::desc("overlap-pieces for bf16/f16 KV (-1: as overlap-pieces, 0 off, 1 on)"),
@@ -109,10 +117,12 @@ void mlir::hybridgen::buildCPUPipeline(OpPassManager &pm, const CPUPipelineOptio
   lowerOpts.vectorBits = opts.vectorBits;
   lowerOpts.farPrefetchBytes = opts.farPrefetchBytes;
   lowerOpts.vectorBits16 = opts.vectorBits16;
+  lowerOpts.vectorBitsF32 = opts.vectorBitsF32;
   lowerOpts.bf16Dot = opts.bf16Dot;
   lowerOpts.bf16DotRounded = opts.bf16DotRounded; // implies bf16-dot in the pass
   lowerOpts.kTransposed = opts.kTransposed;
   lowerOpts.spreadPrefetch = opts.spreadPrefetch;
+  lowerOpts.spreadPrefetch16 = opts.spreadPrefetch16;
   lowerOpts.overlapPieces = opts.overlapPieces;
   lowerOpts.overlapPieces16 = opts.overlapPieces16;
   lowerOpts.splatProbs = opts.splatProbs;
@@ -175,10 +185,12 @@ void mlir::hybridgen::registerPipelines() {
         opts.vectorBits = cl.vectorBits;
         opts.farPrefetchBytes = cl.farPrefetchBytes;
         opts.vectorBits16 = cl.vectorBits16;
+        opts.vectorBitsF32 = cl.vectorBitsF32;
         opts.bf16Dot = cl.bf16Dot;
         opts.bf16DotRounded = cl.bf16DotRounded;
         opts.kTransposed = cl.kTransposed;
         opts.spreadPrefetch = cl.spreadPrefetch;
+        opts.spreadPrefetch16 = cl.spreadPrefetch16;
         opts.overlapPieces = cl.overlapPieces;
         opts.overlapPieces16 = cl.overlapPieces16;
         opts.splatProbs = cl.splatProbs;

@@ -1,4 +1,6 @@
 # Numerics of JIT-compiled hybrid attention against the float64 numpy reference.
+import re
+
 import numpy as np
 import pytest
 
@@ -89,6 +91,36 @@ def test_k_transposed_on_avx2_code(rng, dtype, case, overlap, splat):
     probability or loading its splatted copy (splat_probs), one by one or overlapped."""
     check_k_transposed(rng, dtype, case, {"target_cpu": "x86-64-v3", "overlap_pieces": overlap,
                                           "splat_probs": splat})
+
+
+# What znver4 code may use: Zen 4's AVX-512 subsets (Intel's AVX-512 Xeons since Ice Lake have them).
+ZEN4_FLAGS = ["avx512f", "avx512bw", "avx512vl", "avx512dq", "avx512cd", "avx512_bf16",
+              "avx512_vnni", "avx512ifma", "avx512vbmi", "avx512_vbmi2", "avx512_bitalg",
+              "avx512_vpopcntdq", "gfni", "vaes", "vpclmulqdq"]
+
+
+@pytest.mark.skipif(not all(cpu_has_flag(f) for f in ZEN4_FLAGS),
+                    reason="znver4 code needs Zen 4's AVX-512 subsets to run here")
+@pytest.mark.parametrize("dtype", ["f32", "f16", "bf16"])
+@pytest.mark.parametrize("case", [(8, 2, 128, 16, 17), (8, 2, 128, 16, 0), (9, 3, 64, 16, 40),
+                                  (8, 2, 128, 32, 33), (4, 4, 32, 8, 0)],
+                         ids=["g4", "g4-split0", "g3", "g4-bs32", "mha-bs8"])
+def test_k_transposed_zen4_default(rng, dtype, case):
+    """The driver's default for znver4 on transposed K, which differs by KV dtype: f32 in 256-bit
+    tiles of the 32 registers with each piece's logits overlapped with the previous piece's p.V
+    (a combination no other target gets), bf16/f16 in 512-bit tiles with the prefetches spread
+    over the piece. Partial blocks at both ends of the split, NaN past each sequence's end. The
+    JIT refuses a target that needs a feature this CPU lacks; the non-vector ones a KVM guest
+    may hide (pku, mwaitx, ...) are turned off as the error names them."""
+    options = {"target_cpu": "znver4"}
+    try:
+        check_k_transposed(rng, dtype, case, options)
+    except hg.CompileError as e:
+        lacks = re.search(r"lacks (\S+) that", str(e))
+        if lacks is None:
+            raise
+        options["target_features"] = ",".join("-" + f for f in lacks.group(1).split(","))
+        check_k_transposed(rng, dtype, case, options)
 
 
 @pytest.mark.parametrize("heads,bs", [((8, 2), 16), ((9, 3), 16), ((16, 2), 32)],

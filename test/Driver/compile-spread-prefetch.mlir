@@ -1,8 +1,9 @@
 // hybridgen-compile --spread-prefetch and --overlap-pieces: where the dense kernel on transposed K
-// issues its prefetches. By default znver4 spreads them over the piece (kernel names end in
-// _sp), other AVX-512 and AVX2 targets overlap each piece's logits with the previous piece's p.V
-// (_ov; compile-overlap-avx2.mlir for AVX2); 0 and 1 override the target's choice (the spread
-// one wins where both are asked for), anything else is an error naming the option.
+// issues its prefetches. By default znver4 spreads them over the piece for 16-bit KV (kernel
+// names end in _sp; its f32 kernels: compile-zen4-kv-dtypes.mlir), other AVX-512 and AVX2
+// targets overlap each piece's logits with the previous piece's p.V (_ov;
+// compile-overlap-avx2.mlir for AVX2); 0 and 1 override the target's choice (the spread one
+// wins where both are asked for), anything else is an error naming the option.
 // RUN: hybridgen-compile %s -o %t.so --k-transposed --target-cpu=znver4
 // RUN: llvm-nm %t.so | FileCheck %s --check-prefix=SPREAD
 // RUN: hybridgen-compile %s -o %t.so --k-transposed --target-cpu=znver4 --spread-prefetch=0

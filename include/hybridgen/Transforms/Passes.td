@@ -65,6 +65,9 @@ def HGLowerAttentionToCPU : Pass<"hg-lower-attention-to-cpu", "::mlir::ModuleOp"
            "the kernels' register tiles">,
     Option<"vectorBits16", "vector-bits-16bit-kv", "int64_t", /*default=*/"0",
            "Vector width for the kernels of bf16/f16 KV (0: vector-bits; at most vector-bits)">,
+    Option<"vectorBitsF32", "vector-bits-f32-kv", "int64_t", /*default=*/"0",
+           "The kernels of f32 KV planned as for a target of this vector width, its lanes and "
+           "its register count (0: vector-bits; at most vector-bits)">,
     Option<"farPrefetchBytes", "far-prefetch-bytes", "int64_t", /*default=*/"-1",
            "How far ahead of the piece in use the dense vector kernel asks for K and V lines "
            "into L2, in bytes of one K stream (0: off; whole pieces, at least one; -1: the "
@@ -83,6 +86,9 @@ def HGLowerAttentionToCPU : Pass<"hg-lower-attention-to-cpu", "::mlir::ModuleOp"
            "With k-transposed and the far prefetch: ask for the far V rows in p.V and for the "
            "next piece's K rows into L1 there, instead of all in the logits (the driver turns it "
            "on for znver4)">,
+    Option<"spreadPrefetch16", "spread-prefetch-16bit-kv", "int64_t", /*default=*/"-1",
+           "spread-prefetch for the kernels of bf16/f16 KV (-1: as spread-prefetch, 0 off, 1 "
+           "on; the driver sets it on znver4, where f32 KV takes the overlapped pieces)">,
     Option<"overlapPieces", "overlap-pieces", "bool", /*default=*/"false",
            "With k-transposed: each piece's logits are computed in one loop with the previous "
            "piece's p.V, so K and V stream together (where spread-prefetch does not apply; the "

@@ -40,6 +40,9 @@ struct CPUPipelineOptions {
   int64_t vectorBits = 512;
   /// Vector width of the bf16/f16 KV kernels (0: vectorBits), e.g. 256 on AMD Zen 4.
   int64_t vectorBits16 = 0;
+  /// The f32 KV kernels planned as for a target of this vector width, lanes and register count
+  /// (0: vectorBits), e.g. 256 (AVX2's 16 registers) on AMD Zen 4 with K transposed.
+  int64_t vectorBitsF32 = 0;
   /// Far L2 prefetch distance of the dense vector kernel in bytes of one K stream (0: off;
   /// kTargetFarPrefetchBytes: the target's default).
   int64_t farPrefetchBytes = kTargetFarPrefetchBytes;
@@ -53,6 +56,9 @@ struct CPUPipelineOptions {
   /// With kTransposed: the dense kernel's prefetches spread over the whole piece
   /// (hg-lower-attention-to-cpu's spread-prefetch; the driver turns it on for znver4).
   bool spreadPrefetch = false;
+  /// spreadPrefetch for bf16/f16 KV: -1 as spreadPrefetch, 0 off, 1 on (the driver sets it on
+  /// znver4; hg-lower-attention-to-cpu's spread-prefetch-16bit-kv).
+  int64_t spreadPrefetch16 = -1;
   /// With kTransposed: the dense kernel overlaps each piece's logits with the previous piece's
   /// p.V (hg-lower-attention-to-cpu's overlap-pieces; the driver's default except on znver4).
   bool overlapPieces = false;
