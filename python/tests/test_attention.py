@@ -93,7 +93,7 @@ def test_k_transposed_on_avx2_code(rng, dtype, case, overlap, splat):
                                           "splat_probs": splat})
 
 
-# What znver4 code may use: Zen 4's AVX-512 subsets (Intel's AVX-512 Xeons since Ice Lake have them).
+# What znver4 code may use: Zen 4's AVX-512 subsets (Intel's Xeons since Sapphire Rapids have them).
 ZEN4_FLAGS = ["avx512f", "avx512bw", "avx512vl", "avx512dq", "avx512cd", "avx512_bf16",
               "avx512_vnni", "avx512ifma", "avx512vbmi", "avx512_vbmi2", "avx512_bitalg",
               "avx512_vpopcntdq", "gfni", "vaes", "vpclmulqdq"]
@@ -106,10 +106,10 @@ ZEN4_FLAGS = ["avx512f", "avx512bw", "avx512vl", "avx512dq", "avx512cd", "avx512
                                   (8, 2, 128, 32, 33), (4, 4, 32, 8, 0)],
                          ids=["g4", "g4-split0", "g3", "g4-bs32", "mha-bs8"])
 def test_k_transposed_zen4_default(rng, dtype, case):
-    """The driver's default for znver4 on transposed K, which differs by KV dtype: f32 in 256-bit
-    tiles of the 32 registers with each piece's logits overlapped with the previous piece's p.V
-    (a combination no other target gets), bf16/f16 in 512-bit tiles with the prefetches spread
-    over the piece. Partial blocks at both ends of the split, NaN past each sequence's end. The
+    """The driver's default for znver4 on transposed K, which differs by KV dtype: f32 planned as
+    on AVX2 (8 lanes, 16 registers, the logits in passes over the heads) but compiled for Zen 4,
+    with each piece's logits overlapped with the previous piece's p.V; bf16/f16 in 512-bit tiles
+    with the prefetches spread over the piece. Partial blocks at both ends of the split, NaN past each sequence's end. The
     JIT refuses a target that needs a feature this CPU lacks; the non-vector ones a KVM guest
     may hide (pku, mwaitx, ...) are turned off as the error names them."""
     options = {"target_cpu": "znver4"}
