@@ -43,6 +43,27 @@ constexpr int64_t kDefaultAmxChunkTokens = 4096;
 
 bool hasIdentityLayout(Value v) { return cast<MemRefType>(v.getType()).getLayout().isIdentity(); }
 
+/// A choice with a 16-bit KV override (-1: as |all|, 0 off, 1 on) resolved for |kvType|.
+bool forKv(Type kvType, bool all, int64_t only16) {
+  return kvType.isF32() || only16 < 0 ? all : only16 == 1;
+}
+
+/// Whether a per-dtype vector width (0: the target's) is one the kernels take; else an error.
+bool validWidth(ModuleOp module, StringRef option, int64_t bits) {
+  if (bits == 0 || bits == 128 || bits == 256 || bits == 512)
+    return true;
+  module.emitError() << option << " must be 0, 128, 256 or 512, got " << bits;
+  return false;
+}
+
+/// Whether a 16-bit KV override is -1 (as |base|), 0 or 1; else an error.
+bool validOverride(ModuleOp module, StringRef option, StringRef base, int64_t value) {
+  if (value >= -1 && value <= 1)
+    return true;
+  module.emitError() << option << " must be -1 (as " << base << "), 0 or 1, got " << value;
+  return false;
+}
+
 struct LowerAttentionToCPUPass
     : hybridgen::impl::HGLowerAttentionToCPUBase<LowerAttentionToCPUPass> {
   using Base::Base;
@@ -71,10 +92,8 @@ struct LowerAttentionToCPUPass
     c.bf16Dot = bf16Dot || bf16DotRounded;
     c.bf16DotRounded = bf16DotRounded;
     c.kTransposed = kTransposed;
-    c.spreadPrefetch =
-        c.kvType.isF32() || spreadPrefetch16 < 0 ? bool(spreadPrefetch) : spreadPrefetch16 == 1;
-    c.overlapPieces =
-        c.kvType.isF32() || overlapPieces16 < 0 ? bool(overlapPieces) : overlapPieces16 == 1;
+    c.spreadPrefetch = forKv(c.kvType, spreadPrefetch, spreadPrefetch16);
+    c.overlapPieces = forKv(c.kvType, overlapPieces, overlapPieces16);
     c.splatProbs = splatProbs;
     if (c.kTransposed && c.topK > 0)
       return op.emitOpError("k-transposed (K pool pieces stored [head_dim][block_size]) is not "
@@ -167,27 +186,11 @@ struct LowerAttentionToCPUPass
           << kMaxChunkTokens << "] (0: the default), got " << int64_t(chunkTokens);
       return signalPassFailure();
     }
-    if (vectorBits16 != 0 && vectorBits16 != 128 && vectorBits16 != 256 && vectorBits16 != 512) {
-      module.emitError("vector-bits-16bit-kv must be 0, 128, 256 or 512, got ")
-          << int64_t(vectorBits16);
+    if (!validWidth(module, "vector-bits-16bit-kv", vectorBits16) ||
+        !validWidth(module, "vector-bits-f32-kv", vectorBitsF32) ||
+        !validOverride(module, "spread-prefetch-16bit-kv", "spread-prefetch", spreadPrefetch16) ||
+        !validOverride(module, "overlap-pieces-16bit-kv", "overlap-pieces", overlapPieces16))
       return signalPassFailure();
-    }
-    if (vectorBitsF32 != 0 && vectorBitsF32 != 128 && vectorBitsF32 != 256 &&
-        vectorBitsF32 != 512) {
-      module.emitError("vector-bits-f32-kv must be 0, 128, 256 or 512, got ")
-          << int64_t(vectorBitsF32);
-      return signalPassFailure();
-    }
-    if (spreadPrefetch16 < -1 || spreadPrefetch16 > 1) {
-      module.emitError("spread-prefetch-16bit-kv must be -1 (as spread-prefetch), 0 or 1, got ")
-          << int64_t(spreadPrefetch16);
-      return signalPassFailure();
-    }
-    if (overlapPieces16 < -1 || overlapPieces16 > 1) {
-      module.emitError("overlap-pieces-16bit-kv must be -1 (as overlap-pieces), 0 or 1, got ")
-          << int64_t(overlapPieces16);
-      return signalPassFailure();
-    }
     if (farPrefetchBytes < kTargetFarPrefetchBytes || farPrefetchBytes > kMaxFarPrefetchBytes) {
       module.emitError("far-prefetch-bytes must be -1 (the target's default) or in [0, ")
           << kMaxFarPrefetchBytes << "] (0: off), got " << int64_t(farPrefetchBytes);
