@@ -8,6 +8,9 @@
 // exact kernel read ~4% less spread. Without the option the prefetches are all in the logits and
 // p.V asks for nothing: this piece's V rows and the far piece's K rows, and for pieces under 4 KiB
 // (the SmolLM2 shape here) the far piece's V rows too.
+// The spread 16-bit kernel's p.V (widePvTile) runs two passes of 64 columns, 16 accumulators (4
+// heads x 4 zmm), 4 rows per iteration; without the option, four passes of 32 columns, 8
+// accumulators, 8 rows per iteration.
 // CHECK-LABEL: func.func private @__hg_cpu_dense_f16_q32_kv8_b16_d128_{{[a-z0-9_]*}}_kt_sp(
 // CHECK-SAME: %[[K:[a-z0-9]+]]: memref<?x8x16x128xf16>, %[[V:[a-z0-9]+]]: memref<?x8x16x128xf16>
 // CHECK: scf.for %{{.*}} = %{{.*}} to %c128 step %c8
@@ -15,10 +18,15 @@
 // CHECK: memref.prefetch %[[K]][{{.*}}], read, locality<2>
 // CHECK-NOT: memref.prefetch %[[V]]
 // CHECK: vector.fma
-// CHECK: scf.for %{{.*}} = %{{.*}} to %c16{{.*}} step %c8
+// CHECK: %{{.*}}:16 = scf.for %{{.*}} = %{{.*}} to %c16{{.*}} step %c4{{.*}} -> (vector<16xf32>,
 // CHECK: memref.prefetch %[[K]][{{.*}}], read, locality<3>
 // CHECK: memref.prefetch %[[V]][{{.*}}], read, locality<2>
 // CHECK: vector.fma
+// CHECK: %{{.*}}:16 = scf.for %{{.*}} = %{{.*}} to %c16{{.*}} step %c4{{.*}} -> (vector<16xf32>,
+// CHECK-NOT: memref.prefetch
+// CHECK: vector.fma
+// CHECK-NOT: %{{.*}}:16 = scf.for %{{.*}} = %{{.*}} to %c16{{.*}} step %c4
+// CHECK: %{{.*}}:16 = scf.for %{{.*}} = %{{.*}} step %c1
 // CHECK-LABEL: func.func private @__hg_cpu_dense_f16_q9_kv3_b16_d64_{{[a-z0-9_]*}}_kt(
 // OFF-LABEL: func.func private @__hg_cpu_dense_f16_q32_kv8_b16_d128_{{[a-z0-9_]*}}_kt(
 // OFF-SAME: %[[K:[a-z0-9]+]]: memref<?x8x16x128xf16>, %[[V:[a-z0-9]+]]: memref<?x8x16x128xf16>
@@ -27,7 +35,7 @@
 // OFF: memref.prefetch %[[K]][{{.*}}], read, locality<2>
 // OFF-NOT: memref.prefetch %[[V]]
 // OFF: vector.fma
-// OFF: scf.for %{{.*}} = %{{.*}} to %c16{{.*}} step %c8
+// OFF: %{{.*}}:8 = scf.for %{{.*}} = %{{.*}} to %c16{{.*}} step %c8{{.*}} -> (vector<16xf32>,
 // OFF-NOT: memref.prefetch
 // OFF: vector.fma
 // OFF-LABEL: func.func private @__hg_cpu_dense_f16_q9_kv3_b16_d64_{{[a-z0-9_]*}}_kt(

@@ -133,6 +133,13 @@ int64_t cpu::bf16DotHalves(const KernelConfig &c) { return c.bf16DotRounded ? 1 
 /// less on Zen 4.
 constexpr int64_t kSmallPieceBytes = 4096;
 
+bool cpu::widePvTile(const KernelConfig &c) {
+  // 32 registers and no bf16 dot products first: those decide accTileWidth, which
+  // spreadPrefetch reaches through bf16DotLogits.
+  return c.targetRegs() == 32 && !c.kvType.isF32() && !(c.bf16Dot && c.kvType.isBF16()) &&
+         spreadPrefetch(c);
+}
+
 bool cpu::splatProbs(const KernelConfig &c) { return c.splatProbs && !bf16DotApplies(c); }
 
 Value cpu::allocScores(Emitter &e, const KernelConfig &c) {
@@ -892,7 +899,7 @@ void DenseBlock::accumulate(Value pb, Value kvh, Value r0, Value r1, ArrayRef<Va
   // broadcasts and spilled them at 8 (callgrind, x86-64-v3 build, 4096 tokens: bf16 143M -> 121M
   // instructions per 11 calls, f32 132M -> 111M; 2 rows gave 126M and 115M).
   int64_t unroll = 1;
-  for (int64_t u = c.vectorRegs() / 4; u > 1; --u)
+  for (int64_t u = widePvTile(c) ? 4 : c.vectorRegs() / 4; u > 1; --u)
     if (bs % u == 0) {
       unroll = u;
       break;

@@ -40,7 +40,7 @@ int64_t KernelConfig::accTileWidth() const {
   // So does interleavedFma (16-bit tiles narrower than a 32-register target).
   bool wide = targetRegs() == 32 && ((bf16Dot && kvType.isBF16()) ||
                                      (!kvType.isF32() && vectorBits < targetVectorBits));
-  int64_t budget = wide ? 16 : 8;
+  int64_t budget = wide || cpu::widePvTile(*this) ? 16 : 8;
   for (int64_t tw = headDim; tw >= l; --tw)
     if (headDim % tw == 0 && tw % l == 0 && gs * tw <= budget * l)
       return tw;
