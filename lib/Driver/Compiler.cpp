@@ -270,10 +270,12 @@ void buildPipeline(OpPassManager &pm, const CompileOptions &options, bool aot) {
   // prefetch and 512-bit tiles; f32 is planned as on AVX2 (8 lanes, 16 registers: the logits in
   // passes over the heads) with the pieces overlapped, which read 0.87-0.97 of the roof against
   // 0.70-0.83 on one thread with the 512-bit spread kernel (256-bit tiles over 32 registers:
-  // 0.75-0.82; docs/cpu-path.md, "Zen 4 again"). Naming the vector bits, the spread or the
-  // overlap keeps the rules above.
-  if (zen4 && options.kTransposed && options.vectorBits == 0 && options.spreadPrefetch == -1 &&
-      options.overlapPieces == -1) {
+  // 0.75-0.82; docs/cpu-path.md, "Zen 4 again"). Zen 5 (full-width 512-bit units) measured the
+  // same way round against the overlapped 512-bit kernels that Intel keeps (docs/cpu-path.md,
+  // "Zen 5"). Naming the vector bits, the spread or the overlap keeps the rules above.
+  bool zen5 = tm->getTargetCPU() == "znver5" && targetVectorBits(*tm) == 512;
+  if ((zen4 || zen5) && options.kTransposed && options.vectorBits == 0 &&
+      options.spreadPrefetch == -1 && options.overlapPieces == -1) {
     opts.vectorBitsF32 = 256;
     opts.spreadPrefetch = false;
     opts.spreadPrefetch16 = 1;

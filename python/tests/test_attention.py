@@ -93,26 +93,31 @@ def test_k_transposed_on_avx2_code(rng, dtype, case, overlap, splat):
                                           "splat_probs": splat})
 
 
-# What znver4 code may use: Zen 4's AVX-512 subsets (Intel's Xeons since Sapphire Rapids have them).
+# What znver4 code may use: Zen 4's AVX-512 subsets (Intel's Xeons since Sapphire Rapids have them);
+# znver5 adds AVX-VNNI and VP2INTERSECT (the non-vector extras a KVM guest may hide are turned off
+# below as the JIT names them).
 ZEN4_FLAGS = ["avx512f", "avx512bw", "avx512vl", "avx512dq", "avx512cd", "avx512_bf16",
               "avx512_vnni", "avx512ifma", "avx512vbmi", "avx512_vbmi2", "avx512_bitalg",
               "avx512_vpopcntdq", "gfni", "vaes", "vpclmulqdq"]
+AMD_AVX512_FLAGS = {"znver4": ZEN4_FLAGS, "znver5": ZEN4_FLAGS + ["avx_vnni", "avx512_vp2intersect"]}
 
 
-@pytest.mark.skipif(not all(cpu_has_flag(f) for f in ZEN4_FLAGS),
-                    reason="znver4 code needs Zen 4's AVX-512 subsets to run here")
+@pytest.mark.parametrize("target_cpu", ["znver4", "znver5"])
 @pytest.mark.parametrize("dtype", ["f32", "f16", "bf16"])
 @pytest.mark.parametrize("case", [(8, 2, 128, 16, 17), (8, 2, 128, 16, 0), (9, 3, 64, 16, 40),
                                   (8, 2, 128, 32, 33), (4, 4, 32, 8, 0)],
                          ids=["g4", "g4-split0", "g3", "g4-bs32", "mha-bs8"])
-def test_k_transposed_zen4_default(rng, dtype, case):
-    """The driver's default for znver4 on transposed K, which differs by KV dtype: f32 planned as
-    on AVX2 (8 lanes, 16 registers, the logits in passes over the heads) but compiled for Zen 4,
-    with each piece's logits overlapped with the previous piece's p.V; bf16/f16 in 512-bit tiles
-    with the prefetches spread over the piece. Partial blocks at both ends of the split, NaN past each sequence's end. The
-    JIT refuses a target that needs a feature this CPU lacks; the non-vector ones a KVM guest
-    may hide (pku, mwaitx, ...) are turned off as the error names them."""
-    options = {"target_cpu": "znver4"}
+def test_k_transposed_amd_avx512_default(rng, dtype, case, target_cpu):
+    """The driver's default for znver4 and znver5 on transposed K, which differs by KV dtype: f32
+    planned as on AVX2 (8 lanes, 16 registers, the logits in passes over the heads) but compiled
+    for the AMD target, with each piece's logits overlapped with the previous piece's p.V;
+    bf16/f16 in 512-bit tiles with the prefetches spread over the piece (p.V in 64-column tiles).
+    Partial blocks at both ends of the split, NaN past each sequence's end. The JIT refuses a
+    target that needs a feature this CPU lacks; the non-vector ones a KVM guest may hide (pku,
+    mwaitx, ...) are turned off as the error names them."""
+    if not all(cpu_has_flag(f) for f in AMD_AVX512_FLAGS[target_cpu]):
+        pytest.skip(f"{target_cpu} code needs its AVX-512 subsets to run here")
+    options = {"target_cpu": target_cpu}
     try:
         check_k_transposed(rng, dtype, case, options)
     except hg.CompileError as e:
@@ -205,6 +210,52 @@ def test_bf16_dot_rounded_within_bf16_tolerance(rng, heads, split):
     assert np.abs(rnd - ref).max() <= 1e-2 * scale
     if cpu_has_flag("avx512_bf16"):
         assert 1e-5 * scale < np.abs(rnd - fma).max() <= 1e-2 * scale
+
+
+def rising_logits_case(rng, dtype, block_size=16):
+    """A case whose logits climb block by block, in small steps and large ones: q's first element
+    is 10 and K's first column lifts every row of a sequence's j-th block by offsets[j] logits
+    (wrapping), so the online softmax's running maximum is raised mid-sequence, by 1.5 to 34,
+    and each chunk's partial must carry the last one."""
+    q, k, v, table, lens = make_case(rng, lens=[150, 37, 100], q_heads=8, kv_heads=2,
+                                     head_dim=32, block_size=block_size, dtype=dtype)
+    offsets = [0.0, 3.0, 25.0, 26.0, 60.0, 61.5, 58.0, 90.0, 95.0, 96.0]
+    q[:, :, 0] = 10.0
+    scale = 1.0 / np.sqrt(32)
+    for b, n in enumerate(lens):
+        for j in range(-(-int(n) // block_size)):
+            k[table[b, j], :, :, 0] = offsets[j % len(offsets)] / (10.0 * scale)
+    return q, k, v, table, lens
+
+
+@pytest.mark.parametrize("dtype", ["f32", "bf16"])
+@pytest.mark.parametrize("split", [0, 40, 1000], ids=lambda s: f"split{s}")
+def test_rising_logits_partials_carry_the_true_maximum(rng, dtype, split):
+    """With the maximum raised mid-sequence, each partial's m is the exact maximum of its logits,
+    l the sum against it (the accumulators rescaled at every rise), and the output matches the
+    float64 reference. (A lazily raised maximum, tried on Zen 5, had to pass this too.)"""
+    q, k, v, table, lens = rising_logits_case(rng, dtype)
+    attn = compile_for(dtype, split=split, return_partials=True, options={"amx": False})
+    res = attn(q, k, v, table, lens)
+    for got, ref in zip(res.partials, (hg.reference_partial(q, k, v, table, lens, 0, split),
+                                       hg.reference_partial(q, k, v, table, lens, split, None))):
+        nonempty = ref.l > 0
+        np.testing.assert_allclose(got.m[nonempty], ref.m[nonempty], rtol=1e-5, atol=1e-5)
+        np.testing.assert_allclose(got.l, ref.l, rtol=1e-4)
+    np.testing.assert_allclose(res.out, hg.reference_attention(q, k, v, table, lens),
+                               **tolerance(dtype))
+
+
+@pytest.mark.parametrize("placement", list(PLACEMENTS))
+@pytest.mark.parametrize("dtype", ["f32", "f16", "bf16"])
+def test_rising_logits_k_transposed(rng, dtype, placement):
+    """Rising logits in every placement of the transposed kernel, each sequence in one chunk:
+    a softmax that kept its first block's maximum would overflow f32 (e^96)."""
+    q, k, v, table, lens = rising_logits_case(rng, dtype)
+    attn = compile_for(dtype, split=0, options={"k_transposed": True, **PLACEMENTS[placement]})
+    out = attn(q, hg.transpose_k_pieces(k), v, table, lens)
+    np.testing.assert_allclose(out, hg.reference_attention(q, k, v, table, lens),
+                               **tolerance(dtype))
 
 
 @pytest.mark.parametrize("split", [0, 20, 32, 100, 1000], ids=lambda s: f"split{s}")

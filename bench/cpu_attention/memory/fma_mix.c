@@ -33,6 +33,9 @@ float fma_mix_operand[16] __attribute__((aligned(64)));
 #define ZFMA(n) "vfmadd231ps %%zmm14,%%zmm15,%%zmm" #n "\n\t"
 #define TWELVE_ZMM_FMAS                                                                            \
   ZFMA(0) ZFMA(1) ZFMA(2) ZFMA(3) ZFMA(4) ZFMA(5) ZFMA(6) ZFMA(7) ZFMA(8) ZFMA(9) ZFMA(10) ZFMA(11)
+#define BFMA(n) "vfmadd231ps fma_mix_operand(%%rip)%{1to16%},%%zmm15,%%zmm" #n "\n\t"
+#define TWELVE_ZMM_BCAST_FMAS                                                                      \
+  BFMA(0) BFMA(1) BFMA(2) BFMA(3) BFMA(4) BFMA(5) BFMA(6) BFMA(7) BFMA(8) BFMA(9) BFMA(10) BFMA(11)
 // Six instructions writing ymm12 only (no dependency between them: the register is renamed).
 #define SIX(INSN) INSN "\n\t" INSN "\n\t" INSN "\n\t" INSN "\n\t" INSN "\n\t" INSN "\n\t"
 
@@ -77,6 +80,14 @@ int main(void) {
             TWELVE_ZMM_FMAS SIX("vmovups fma_mix_operand(%%rip),%%zmm12"));
     MEASURE("+ 6 vbroadcastss m32 (zmm)",
             TWELVE_ZMM_FMAS SIX("vbroadcastss fma_mix_operand(%%rip),%%zmm12"));
+    // What the transposed 16-bit logits issue per K column: the column widened from memory
+    // (bf16 by vpmovzxwd + vpslld, f16 by vcvtph2ps), q broadcast inside the FMA.
+    MEASURE("12 vfmadd231ps zmm, m32{1to16}", TWELVE_ZMM_BCAST_FMAS);
+    MEASURE("+ 6 vpmovzxwd m256 (bf16 column)",
+            TWELVE_ZMM_FMAS SIX("vpmovzxwd fma_mix_operand(%%rip),%%zmm12"));
+    MEASURE("+ 6 vpslld zmm", TWELVE_ZMM_FMAS SIX("vpslld $16,%%zmm13,%%zmm12"));
+    MEASURE("+ 6 vcvtph2ps m256 (f16 column)",
+            TWELVE_ZMM_FMAS SIX("vcvtph2ps fma_mix_operand(%%rip),%%zmm12"));
   }
   return 0;
 }
