@@ -270,17 +270,23 @@ void buildPipeline(OpPassManager &pm, const CompileOptions &options, bool aot) {
   // prefetch and 512-bit tiles; f32 is planned as on AVX2 (8 lanes, 16 registers: the logits in
   // passes over the heads) with the pieces overlapped, which read 0.87-0.97 of the roof against
   // 0.70-0.83 on one thread with the 512-bit spread kernel (256-bit tiles over 32 registers:
-  // 0.75-0.82; docs/cpu-path.md, "Zen 4 again"). Zen 5 (full-width 512-bit units) measured the
-  // same way round against the overlapped 512-bit kernels that Intel keeps (docs/cpu-path.md,
-  // "Zen 5"). Naming the vector bits, the spread or the overlap keeps the rules above.
+  // 0.75-0.82; docs/cpu-path.md, "Zen 4 again"). Zen 5 (full-width 512-bit units) takes the f32
+  // plan only, which read +0.03-0.05 of the roof on one thread and +0.06-0.19 on two there. Its
+  // spread 16-bit kernels read more than the overlapped ones in the kernel bench (one thread
+  // ~0.71 against ~0.63) but decoded slower in the 2-layer Llama-3-8B model (bf16 KV, one thread
+  // 8.2-23.3 against 12.0-29.0 tokens/s), so 16-bit KV keeps the overlapped 512-bit kernels there
+  // (docs/cpu-path.md, "Zen 5"). Naming the vector bits, the spread or the overlap keeps the
+  // rules above.
   bool zen5 = tm->getTargetCPU() == "znver5" && targetVectorBits(*tm) == 512;
   if ((zen4 || zen5) && options.kTransposed && options.vectorBits == 0 &&
       options.spreadPrefetch == -1 && options.overlapPieces == -1) {
     opts.vectorBitsF32 = 256;
-    opts.spreadPrefetch = false;
-    opts.spreadPrefetch16 = 1;
     opts.overlapPieces = true;
-    opts.overlapPieces16 = 0;
+    if (zen4) {
+      opts.spreadPrefetch = false;
+      opts.spreadPrefetch16 = 1;
+      opts.overlapPieces16 = 0;
+    }
   }
   opts.splatProbs = options.splatProbs;
   opts.aot = aot;

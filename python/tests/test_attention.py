@@ -111,7 +111,8 @@ def test_k_transposed_amd_avx512_default(rng, dtype, case, target_cpu):
     """The driver's default for znver4 and znver5 on transposed K, which differs by KV dtype: f32
     planned as on AVX2 (8 lanes, 16 registers, the logits in passes over the heads) but compiled
     for the AMD target, with each piece's logits overlapped with the previous piece's p.V;
-    bf16/f16 in 512-bit tiles with the prefetches spread over the piece (p.V in 64-column tiles).
+    bf16/f16 in 512-bit tiles, on znver4 with the prefetches spread over the piece (p.V in
+    64-column tiles), on znver5 overlapped.
     Partial blocks at both ends of the split, NaN past each sequence's end. The JIT refuses a
     target that needs a feature this CPU lacks; the non-vector ones a KVM guest may hide (pku,
     mwaitx, ...) are turned off as the error names them."""

@@ -4,13 +4,13 @@
 // the previous piece's p.V (_ov), which read 0.87-0.97 of the roof against 0.70-0.83 (one thread)
 // for the 512-bit spread kernel (docs/cpu-path.md, "Zen 4 again"). Naming --spread-prefetch or
 // --overlap-pieces goes back to one rule for every dtype (the spread one wins where both are
-// asked for); row-major K keeps 512-bit f32 tiles. AMD Zen 5 (znver5) takes the same kernels with K
-// transposed (docs/cpu-path.md, "Zen 5"); Intel's AVX-512 targets keep the overlapped 512-bit
-// kernels for every dtype.
+// asked for); row-major K keeps 512-bit f32 tiles. AMD Zen 5 (znver5) takes the f32 plan only,
+// its bf16/f16 kernels overlapped in 512-bit tiles as on Intel's AVX-512 targets, which keep the
+// overlapped 512-bit kernels for every dtype (docs/cpu-path.md, "Zen 5").
 // RUN: hybridgen-compile %s -o %t.so --k-transposed --target-cpu=znver4
 // RUN: llvm-nm %t.so | FileCheck %s --check-prefix=MIX
 // RUN: hybridgen-compile %s -o %t.so --k-transposed --target-cpu=znver5
-// RUN: llvm-nm %t.so | FileCheck %s --check-prefix=MIX
+// RUN: llvm-nm %t.so | FileCheck %s --check-prefix=ZEN5
 // RUN: hybridgen-compile %s -o %t.so --k-transposed --target-cpu=emeraldrapids
 // RUN: llvm-nm %t.so | FileCheck %s --check-prefix=INTEL
 // RUN: hybridgen-compile %s -o %t.so --k-transposed --target-cpu=znver4 --spread-prefetch=1
@@ -29,6 +29,8 @@
 // SPREAD: __hg_cpu_dense_f32_q32_kv8_b16_d128_{{[a-z0-9_]*}}_t1024_f8192_kt_sp{{$}}
 // PLAIN: __hg_cpu_dense_bf16_q32_kv8_b16_d128_{{[a-z0-9_]*}}_t1024_f8192_kt{{$}}
 // PLAIN: __hg_cpu_dense_f32_q32_kv8_b16_d128_{{[a-z0-9_]*}}_t1024_f8192_kt{{$}}
+// ZEN5: __hg_cpu_dense_bf16_q32_kv8_b16_d128_{{[a-z0-9_]*}}_t1024_f8192_kt_ov{{$}}
+// ZEN5: __hg_cpu_dense_f32_q32_kv8_b16_d128_{{[a-z0-9_]*}}_t1024_v256_f8192_kt_ov{{$}}
 // INTEL: __hg_cpu_dense_bf16_q32_kv8_b16_d128_{{[a-z0-9_]*}}_t1024_f8192_kt_ov{{$}}
 // INTEL: __hg_cpu_dense_f32_q32_kv8_b16_d128_{{[a-z0-9_]*}}_t1024_f8192_kt_ov{{$}}
 // ROWS: __hg_cpu_dense_f32_q32_kv8_b16_d128_{{[a-z0-9_]*}}_t1024_f8192{{$}}

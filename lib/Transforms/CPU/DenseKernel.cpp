@@ -37,8 +37,8 @@ int64_t KernelConfig::accTileWidth() const {
   // 16: at 8 (4 heads x 2 registers) each accumulator's vdpbf16ps chain waited on its ~6-cycle
   // latency, p.V ran 1.2 of 2 dot products per cycle on Zen 4.
   int64_t gs = subGroup(), l = lanes();
-  // So does interleavedFma (16-bit tiles narrower than a 32-register target), and the spread
-  // 16-bit kernel of AMD's AVX-512 targets, where 16 measured faster (widePvTile).
+  // So does interleavedFma (16-bit tiles narrower than a 32-register target), and Zen 4's spread
+  // 16-bit kernel, where 16 measured faster (widePvTile).
   bool wide = targetRegs() == 32 && ((bf16Dot && kvType.isBF16()) ||
                                      (!kvType.isF32() && vectorBits < targetVectorBits));
   int64_t budget = wide || cpu::widePvTile(*this) ? 16 : 8;
