@@ -55,8 +55,8 @@ std::string resolveWeightDtype(const std::string &requested, const std::string &
 /// halves in the overlapped kernel; 17: on AVX2 targets 16-bit KV overlapped too, the logits in
 /// passes over the heads; 18: on AVX2 targets 16-bit KV addressed as offsets in flat pieces, and
 /// on Zen 4 f32 KV planned as on AVX2 with the pieces overlapped; 19: on Zen 4 the spread 16-bit
-/// kernel's p.V in 64-column tiles over 4 rows per iteration; 20: on Zen 5 f32 KV planned as on AVX2
-/// with the pieces overlapped, as on Zen 4).
+/// kernel's p.V in 64-column tiles over 4 rows per iteration; 20: on Zen 5 f32 KV planned as on
+/// AVX2 with the pieces overlapped, as on Zen 4).
 constexpr int kGeneratorVersion = 20;
 
 /// Whether the artifact's kernels read K transposed (see ModelCompileOptions::kTransposed): not

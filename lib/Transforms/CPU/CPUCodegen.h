@@ -288,10 +288,10 @@ int64_t bf16DotHalves(const KernelConfig &c);
 bool spreadPrefetch(const KernelConfig &c);
 
 /// Whether p.V of the spread 16-bit kernel (spreadPrefetch, 16-bit KV, 32 registers: AMD Zen 4's
-/// default for bf16/f16) takes 64-column tiles, 16 accumulators of 4 heads, over 4
-/// rows per iteration, instead of 32-column tiles (8 accumulators) over 8 rows. Each probability
-/// broadcast then feeds 4 FMAs instead of 2, and LLVM no longer hoists 32 broadcasts to the top of
-/// the iteration and spills them. On Zen 4 a zmm broadcast load beside every other FMA is free but
+/// default for bf16/f16) takes 64-column tiles, 16 accumulators of 4 heads, over 4 rows per
+/// iteration, instead of 32-column tiles (8 accumulators) over 8 rows. Each probability broadcast
+/// then feeds 4 FMAs instead of 2, and LLVM no longer hoists 32 broadcasts to the top of the
+/// iteration and spills them. On Zen 4 a zmm broadcast load beside every other FMA is free but
 /// one per FMA is not, and this kernel is bound by its multiply-adds on one core: it computes
 /// 22.8-23.0 GB/s cache-resident against 19.6-20.8 (f16; bf16 level to +7%) and reads 0.69-0.72
 /// of the roof from DRAM on one thread against 0.61-0.67 (docs/cpu-path.md, "Zen 4: wider p.V
