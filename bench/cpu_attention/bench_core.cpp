@@ -165,6 +165,8 @@ bool parseCommonFlag(const std::string &a, BenchOptions &opts) {
     opts.reuseBlocks = std::stoll(v);
   else if (const char *v = value("--run-blocks="))
     opts.runBlocks = std::max<int64_t>(1, std::stoll(v));
+  else if (const char *v = value("--q-scale="))
+    opts.qScale = std::max(0.0, std::atof(v));
   else
     return false;
   return true;
@@ -228,6 +230,10 @@ void runCases(const BenchOptions &opts,
             table[b * blocksPerSeq + i] = int32_t(reuse > 0 ? id % reuse : id);
           }
         std::vector<float> q(batch * opts.qHeads * opts.headDim, 0.01f), out(q.size());
+        if (opts.qScale > 0)
+          for (size_t i = 0; i < q.size(); ++i)
+            q[i] = float(opts.qScale) *
+                   float(int32_t((i * 2654435761u + 3u) % 255u) - 127) / 256.0f;
         std::vector<int64_t> poolShape = {numBlocks, opts.kvHeads, block, opts.headDim};
         std::vector<int64_t> qShape = {batch, opts.qHeads, opts.headDim};
         std::vector<Arg> args = {{q.data(), ElemType::f32, qShape, {}},

@@ -27,6 +27,9 @@ struct BenchOptions {
   // The sequences' blocks interleave in runs of N consecutive blocks; by default as the runtime's
   // pool hands them to a batch growing in lockstep (FreeBlocks). 1: one block of each in turn.
   int64_t runBlocks = rt::FreeBlocks::kAllocRunBlocks;
+  // 0: every q element 0.01 (logits ~0, probabilities all alike); S > 0: q elements spread over
+  // [-S/2, S/2] as K's are, so the logits spread like a model's (S = 30: ~+-10).
+  double qScale = 0;
 };
 
 /// Steady-clock seconds (for timing compiles and calls).
@@ -38,7 +41,7 @@ std::string kernelPath(const std::string &dir, const std::string &dtype, bool am
 
 /// Parses the command line: the common flags (--contexts=, --batches=, --dtypes=, --threads=,
 /// --max-gib=, --min-seconds=, --q-heads=, --kv-heads=, --head-dim=, --block=, --reuse-blocks=,
-/// --run-blocks=)
+/// --run-blocks=, --q-scale=)
 /// into |opts|, every other argument through |own| (false: not one of its flags). Prints the
 /// first unknown argument and returns false.
 bool parseFlags(int argc, char **argv, BenchOptions &opts,
