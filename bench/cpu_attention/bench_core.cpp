@@ -111,6 +111,11 @@ double readRoofPass(const Buffer &buf, bool twoStreams, int64_t prefetchBytes = 
   return static_cast<double>(buf.size) / dt;
 }
 
+/// Element |i| of the fill pattern of |seed|: a multiple of 1/256 in [-0.5, 0.5).
+float patternValue(int64_t i, uint32_t seed) {
+  return static_cast<float>(static_cast<int32_t>((i * 2654435761u + seed) % 255u) - 127) / 256.0f;
+}
+
 /// Fills a buffer with small finite values of |dtype| in parallel (values do not change speed,
 /// but denormals and NaNs would).
 void fill(Buffer &buf, memref_call::ElemType dtype, uint32_t seed) {
@@ -119,15 +124,13 @@ void fill(Buffer &buf, memref_call::ElemType dtype, uint32_t seed) {
     int64_t n = static_cast<int64_t>(buf.size / 4);
 #pragma omp parallel for schedule(static)
     for (int64_t i = 0; i < n; ++i)
-      p[i] = static_cast<float>(static_cast<int32_t>((i * 2654435761u + seed) % 255u) - 127) /
-             256.0f;
+      p[i] = patternValue(i, seed);
   } else {
     uint16_t *p = reinterpret_cast<uint16_t *>(buf.ptr);
     int64_t n = static_cast<int64_t>(buf.size / 2);
 #pragma omp parallel for schedule(static)
     for (int64_t i = 0; i < n; ++i) {
-      float f = static_cast<float>(static_cast<int32_t>((i * 2654435761u + seed) % 255u) - 127) /
-                256.0f;
+      float f = patternValue(i, seed);
       uint32_t u;
       std::memcpy(&u, &f, 4);
       p[i] = static_cast<uint16_t>(u >> 16); // exact: the values have few mantissa bits
@@ -232,8 +235,7 @@ void runCases(const BenchOptions &opts,
         std::vector<float> q(batch * opts.qHeads * opts.headDim, 0.01f), out(q.size());
         if (opts.qScale > 0)
           for (size_t i = 0; i < q.size(); ++i)
-            q[i] = float(opts.qScale) *
-                   float(int32_t((i * 2654435761u + 3u) % 255u) - 127) / 256.0f;
+            q[i] = float(opts.qScale) * patternValue(int64_t(i), 3);
         std::vector<int64_t> poolShape = {numBlocks, opts.kvHeads, block, opts.headDim};
         std::vector<int64_t> qShape = {batch, opts.qHeads, opts.headDim};
         std::vector<Arg> args = {{q.data(), ElemType::f32, qShape, {}},
