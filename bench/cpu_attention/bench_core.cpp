@@ -3,10 +3,12 @@
 #include "bench_core.h"
 
 #include <omp.h>
+#include <unistd.h>
 #include <sys/mman.h>
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -170,6 +172,8 @@ bool parseCommonFlag(const std::string &a, BenchOptions &opts) {
     opts.runBlocks = std::max<int64_t>(1, std::stoll(v));
   else if (const char *v = value("--q-scale="))
     opts.qScale = std::max(0.0, std::atof(v));
+  else if (const char *v = value("--cold-bytes="))
+    opts.coldBytes = std::max<int64_t>(-1, std::stoll(v));
   else
     return false;
   return true;
@@ -214,12 +218,18 @@ void runCases(const BenchOptions &opts,
         while (batch > 1 && double(batch * context * tokenBytes * 2) > opts.maxGiB * (1 << 30))
           batch /= 2;
         int64_t blocksPerSeq = (context + block - 1) / block;
+        double kvBytes = double(batch) * context * tokenBytes * 2;
+        // The calls read |copies| copies of the KV in turn (BenchOptions::coldBytes); each copy
+        // is a pool segment of |numBlocks| blocks with its own block table.
+        int64_t coldBytes = opts.coldBytes < 0 ? defaultColdBytes() : opts.coldBytes;
+        int64_t copies =
+            opts.reuseBlocks > 0 ? 1 : coldCopies(kvBytes, coldBytes, opts.maxGiB * (1 << 30));
         int64_t numBlocks = batch * blocksPerSeq;
-        size_t poolBytes = size_t(numBlocks) * block * tokenBytes;
+        size_t poolBytes = size_t(copies * numBlocks) * block * tokenBytes;
         Buffer k(poolBytes), v(poolBytes);
         fill(k, dtype, 1);
         fill(v, dtype, 2);
-        std::vector<int32_t> table(batch * blocksPerSeq), lens(batch, int32_t(context));
+        std::vector<int32_t> table(copies * batch * blocksPerSeq), lens(batch, int32_t(context));
         // Interleave the sequences' blocks as the runtime's pool does for a batch decoded in
         // lockstep: a run of --run-blocks consecutive blocks (default: FreeBlocks's run) of each
         // sequence in turn.
@@ -230,25 +240,38 @@ void runCases(const BenchOptions &opts,
             // runs there (the last ones maybe shorter) follow one another.
             int64_t start = i / run * run, length = std::min(run, blocksPerSeq - start);
             int64_t id = start * batch + b * length + i % run;
-            table[b * blocksPerSeq + i] = int32_t(reuse > 0 ? id % reuse : id);
+            for (int64_t c = 0; c < copies; ++c)
+              table[(c * batch + b) * blocksPerSeq + i] =
+                  int32_t(reuse > 0 ? id % reuse : c * numBlocks + id);
           }
         std::vector<float> q(batch * opts.qHeads * opts.headDim, 0.01f), out(q.size());
         if (opts.qScale > 0)
           for (size_t i = 0; i < q.size(); ++i)
             q[i] = float(opts.qScale) * patternValue(int64_t(i), 3);
-        std::vector<int64_t> poolShape = {numBlocks, opts.kvHeads, block, opts.headDim};
+        std::vector<int64_t> poolShape = {copies * numBlocks, opts.kvHeads, block, opts.headDim};
         std::vector<int64_t> qShape = {batch, opts.qHeads, opts.headDim};
-        std::vector<Arg> args = {{q.data(), ElemType::f32, qShape, {}},
-                                 {k.ptr, dtype, poolShape, {}},
-                                 {v.ptr, dtype, poolShape, {}},
-                                 {table.data(), ElemType::i32, {batch, blocksPerSeq}, {}},
-                                 {lens.data(), ElemType::i32, {batch}, {}},
-                                 {out.data(), ElemType::f32, qShape, {}}};
-        double kvBytes = double(batch) * context * tokenBytes * 2;
+        std::vector<std::vector<Arg>> copyArgs;
+        for (int64_t c = 0; c < copies; ++c)
+          copyArgs.push_back({{q.data(), ElemType::f32, qShape, {}},
+                              {k.ptr, dtype, poolShape, {}},
+                              {v.ptr, dtype, poolShape, {}},
+                              {table.data() + c * batch * blocksPerSeq, ElemType::i32,
+                               {batch, blocksPerSeq}, {}},
+                              {lens.data(), ElemType::i32, {batch}, {}},
+                              {out.data(), ElemType::f32, qShape, {}}});
+        if (copies > 1)
+          std::fprintf(stderr, "bench: %lld x %lld x %s: the calls read %lld copies of the KV in turn\n",
+                       (long long)context, (long long)batch, dtypeName.c_str(), (long long)copies);
+        int64_t nextCopy = 0;
+        auto callNext = [&] {
+          call(copyArgs[nextCopy]);
+          nextCopy = (nextCopy + 1) % copies;
+        };
         for (int t : opts.threads) {
           omp_set_num_threads(t);
           readRoofPass(roofBuf, false); // warms the roof buffer's TLB entries
-          call(args);                   // and the kernel's
+          for (int64_t c = 0; c < copies; ++c)
+            callNext(); // and the kernel's, of every copy
           // The machine is shared: alternate roof passes and kernel calls over several rounds
           // and compare best with best, so both sides see the least-contended moments.
           double roof = 0, best = 1e30;
@@ -260,7 +283,7 @@ void runCases(const BenchOptions &opts,
             int calls = 0;
             while (calls < 2 || (now() - start < opts.minSeconds / kRounds && calls < 20)) {
               double c0 = now();
-              call(args);
+              callNext();
               best = std::min(best, now() - c0);
               ++calls;
             }
@@ -274,6 +297,20 @@ void runCases(const BenchOptions &opts,
       }
     }
   }
+}
+
+int64_t defaultColdBytes() {
+  long l3 = sysconf(_SC_LEVEL3_CACHE_SIZE);
+  return l3 > 0 ? 2 * int64_t(l3) : int64_t(64) << 20;
+}
+
+int64_t coldCopies(double kvBytes, int64_t coldBytes, double maxBytes) {
+  if (coldBytes <= 0 || kvBytes <= 0)
+    return 1;
+  // Between two reads of one byte of a copy, every copy is read once: copies x kvBytes.
+  int64_t wanted = int64_t(std::ceil(double(coldBytes) / kvBytes));
+  int64_t fit = std::max<int64_t>(1, int64_t(maxBytes / kvBytes));
+  return std::min(wanted, fit);
 }
 
 double measureReadRoof(size_t bytes, int rounds) {

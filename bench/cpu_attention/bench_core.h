@@ -30,7 +30,22 @@ struct BenchOptions {
   // 0: every q element 0.01 (logits ~0, probabilities all alike); S > 0: q elements spread over
   // [-S/2, S/2] as K's are, so the logits spread like a model's (S = 30: ~+-10).
   double qScale = 0;
+  // Bytes read between two calls' reads of the same KV (-1: twice the L3 this machine reports,
+  // the default; 0: every call reads the same KV). A call reads one of enough copies of the KV,
+  // in turn, that a pool the L3 could hold is not left there by the calls before it: on a Xeon
+  // with 300 MiB of L3, 16K-64K-token pools read above the DRAM roof otherwise. In a model the
+  // other layers' weights and KV pass through the caches between two reads of a layer's KV.
+  int64_t coldBytes = -1;
 };
+
+/// The bytes that --cold-bytes=-1 stands for: twice the L3 size (sysconf), or 64 MiB when the
+/// system does not say.
+int64_t defaultColdBytes();
+
+/// How many copies of |kvBytes| of KV keep |coldBytes| read between two reads of one copy (1
+/// with |coldBytes| <= 0; a pool of at least |coldBytes| needs no second copy), no more than
+/// fit |maxBytes| in all (at least 1).
+int64_t coldCopies(double kvBytes, int64_t coldBytes, double maxBytes);
 
 /// Steady-clock seconds (for timing compiles and calls).
 double now();
@@ -41,7 +56,7 @@ std::string kernelPath(const std::string &dir, const std::string &dtype, bool am
 
 /// Parses the command line: the common flags (--contexts=, --batches=, --dtypes=, --threads=,
 /// --max-gib=, --min-seconds=, --q-heads=, --kv-heads=, --head-dim=, --block=, --reuse-blocks=,
-/// --run-blocks=, --q-scale=)
+/// --run-blocks=, --q-scale=, --cold-bytes=)
 /// into |opts|, every other argument through |own| (false: not one of its flags). Prints the
 /// first unknown argument and returns false.
 bool parseFlags(int argc, char **argv, BenchOptions &opts,

@@ -117,6 +117,16 @@ def summarize(results, meta):
     return rows
 
 
+def default_cold_bytes():
+    """Twice the L3 this machine reports (bench_core.cpp, defaultColdBytes), else 64 MiB."""
+    try:  # glibc's sysconf(_SC_LEVEL3_CACHE_SIZE), which Python's os.sysconf does not name
+        l3 = int(subprocess.run(["getconf", "LEVEL3_CACHE_SIZE"], capture_output=True,
+                                text=True).stdout.strip() or 0)
+    except (ValueError, OSError):
+        l3 = 0
+    return 2 * l3 if l3 > 0 else 64 << 20
+
+
 def fmt(x, digits=3):
     return "-" if x is None else f"{x:.{digits}f}"
 
@@ -132,6 +142,10 @@ def main():
     ap.add_argument("--threads", default="1,2")
     ap.add_argument("--max-gib", default="4")
     ap.add_argument("--min-seconds", default="0.4")
+    ap.add_argument("--cold-bytes", type=int, default=-1,
+                    help="bytes read between two reads of one copy of a case's KV, the same for "
+                         "every program (-1: twice the L3, as hybridgen's bench takes by default; "
+                         "0: every call reads the same KV)")
     ap.add_argument("--target-cpu", default="",
                     help="hybridgen JIT target CPU, e.g. x86-64-v3 (the AVX2 kernels)")
     ap.add_argument("--target-features", default="",
@@ -147,10 +161,12 @@ def main():
     args = ap.parse_args()
     if args.quick:
         args.contexts, args.batches, args.rounds = "16384", "1", 1
+    if args.cold_bytes < 0:
+        args.cold_bytes = default_cold_bytes()
 
     grid = [f"--contexts={args.contexts}", f"--batches={args.batches}",
             f"--threads={args.threads}", f"--max-gib={args.max_gib}",
-            f"--min-seconds={args.min_seconds}"]
+            f"--min-seconds={args.min_seconds}", f"--cold-bytes={args.cold_bytes}"]
     exe = Path(args.build_dir) / "bin" / "hybridgen_cpu_attention_bench"
     hg_extra = ([f"--target-cpu={args.target_cpu}"] if args.target_cpu else []) + (
         [f"--target-features={args.target_features}"] if args.target_features else []) + (

@@ -105,6 +105,49 @@ def test_one_run_interleaves_hybridgen_and_a_peer(tmp_path):
     assert "hybridgen / better peer at >= 16K tokens: min 4.00" in proc.stdout
 
 
+# A stand-in that reports the --cold-bytes it was given as its speed.
+COLD = """#!{python}
+import sys
+a = dict(x[2:].split("=", 1) for x in sys.argv[1:] if "=" in x)
+print("context,batch,dtype,threads,kv_bytes,seconds,gbps" + (",roof_gbps,ratio" if {with_roof} else ""))
+print(f"16384,1,{{a['dtypes']}},1,100,1,{{a['cold-bytes']}}" + (",1000,0" if {with_roof} else ""))
+"""
+
+
+@pytest.mark.parametrize("flag,expected", [("--cold-bytes=300", 300), ("--cold-bytes=0", 0)])
+def test_every_program_reads_its_kv_as_cold_as_hybridgen(tmp_path, flag, expected):
+    # The same --cold-bytes reaches hybridgen's bench and the peer, or the peer would read from
+    # the L3 what hybridgen reads from DRAM.
+    build, peer_dir = tmp_path / "build", tmp_path / "peers"
+    write_script(build / "bin" / "hybridgen_cpu_attention_bench",
+                 COLD.format(python=sys.executable, with_roof=True))
+    write_script(peer_dir / "bin" / "ggml_flash_attn",
+                 COLD.format(python=sys.executable, with_roof=False))
+    out = tmp_path / "peers.csv"
+    env = dict(os.environ, HYBRIDGEN_PEERS_DIR=str(peer_dir))
+    subprocess.run([sys.executable, str(PEERS), f"--build-dir={build}", "--contexts=16384",
+                    "--dtypes=bf16", "--threads=1", "--batches=1", "--rounds=1", flag,
+                    f"--out={out}"], capture_output=True, text=True, env=env, check=True)
+    (row,) = list(csv.DictReader(out.open()))
+    assert float(row["hybridgen_gbps"]) == expected and float(row["ggml_gbps"]) == expected
+
+
+def test_cold_bytes_default_to_twice_the_l3(peers):
+    l3 = subprocess.run(["getconf", "LEVEL3_CACHE_SIZE"], capture_output=True,
+                        text=True).stdout.strip()
+    want = 2 * int(l3) if l3 and int(l3) > 0 else 64 << 20
+    assert peers.default_cold_bytes() == want
+
+
+def test_torch_peer_keeps_enough_kv_copies_within_the_budget():
+    torch_sdpa = load(ROOT / "bench" / "cpu_attention" / "peers" / "torch_sdpa.py", "torch_sdpa")
+    assert torch_sdpa.cold_copies(100, 0, 10_000) == 1  # off
+    assert torch_sdpa.cold_copies(100, 250, 10_000) == 3  # 300 bytes between two reads of one
+    assert torch_sdpa.cold_copies(100, 100, 10_000) == 1  # one copy is already cold enough
+    assert torch_sdpa.cold_copies(100, 250, 250) == 2  # only two fit the budget
+    assert torch_sdpa.cold_copies(100, 250, 50) == 1  # never fewer than one
+
+
 def test_llama_bench_rows_join_hybridgens_with_bytes_per_token(llama):
     decode = [{"n_depth": 1024, "n_threads": 1, "avg_ts": 100.0, "model_size": 90_000_000,
                "model_type": "llama ?B Q4_1"},

@@ -5,13 +5,15 @@
 // project's CMake.
 //
 //   ggml_flash_attn [--contexts=16384,65536] [--batches=1,8] [--dtypes=f32,f16,bf16]
-//                   [--threads=1,2] [--max-gib=4] [--min-seconds=0.4]
+//                   [--threads=1,2] [--max-gib=4] [--min-seconds=0.4] [--cold-bytes=0]
 //
 // K and V are ggml's own layout, one contiguous [T, d] slab per kv head and sequence (no paging:
 // ggml has none), so this is the peer's best case for reads. Prints one CSV row per case:
 // context,batch,dtype,threads,kv_bytes,seconds,gbps (seconds: the best call after a warm-up,
 // calls repeated for at least --min-seconds, or the warm-up call alone when it took longer;
-// gbps: logical K+V bytes / seconds).
+// gbps: logical K+V bytes / seconds). With --cold-bytes=N the calls read enough copies of the
+// case's q, K and V in turn that N bytes pass between two reads of one copy (as
+// hybridgen_cpu_attention_bench does; bench_core.h, BenchOptions::coldBytes).
 #include "ggml-cpu.h"
 #include "ggml.h"
 
@@ -22,7 +24,7 @@
 #include <string.h>
 #include <time.h>
 
-enum { Q_HEADS = 32, KV_HEADS = 8, HEAD_DIM = 128, MAX_LIST = 16 };
+enum { Q_HEADS = 32, KV_HEADS = 8, HEAD_DIM = 128, MAX_LIST = 16, MAX_COPIES = 64 };
 
 typedef struct {
   long values[MAX_LIST];
@@ -170,13 +172,14 @@ static int check_against_reference(enum ggml_type type, const char *dtype_name) 
   return ok;
 }
 
-// Times |graph| at |threads|; prints the CSV row. Returns 0 on failure (printed).
-static int time_graph(struct ggml_cgraph *graph, const struct ggml_tensor *out, int threads,
-                      double min_seconds, long context, long batch, const char *dtype_name,
-                      size_t kv_bytes) {
+// Times the |copies| graphs, in turn, at |threads|; prints the CSV row. Returns 0 on failure
+// (printed).
+static int time_graph(struct ggml_cgraph **graphs, int copies, const struct ggml_tensor *out,
+                      int threads, double min_seconds, long context, long batch,
+                      const char *dtype_name, size_t kv_bytes) {
   // One plan and work buffer per case (ggml_graph_compute_with_ctx would allocate a new work
-  // buffer in the context on every call).
-  struct ggml_cplan plan = ggml_graph_plan(graph, threads, NULL);
+  // buffer in the context on every call); the copies' graphs are alike, so one plan serves all.
+  struct ggml_cplan plan = ggml_graph_plan(graphs[0], threads, NULL);
   void *work = plan.work_size ? malloc(plan.work_size) : NULL;
   if (plan.work_size && !work) {
     fprintf(stderr, "ggml_flash_attn: cannot allocate the %zu-byte work buffer\n", plan.work_size);
@@ -186,16 +189,20 @@ static int time_graph(struct ggml_cgraph *graph, const struct ggml_tensor *out, 
 
   // The warm-up call is timed too: when it alone takes longer than --min-seconds (KV of
   // gigabytes, far beyond the caches, so a second call would be no warmer) it is the measurement.
+  int ok = 1, next = 0;
+  for (int c = 1; c < copies && ok; ++c) // every copy but the first, untimed
+    ok = ggml_graph_compute(graphs[c], &plan) == GGML_STATUS_SUCCESS;
   double start = now_seconds();
-  int ok = ggml_graph_compute(graph, &plan) == GGML_STATUS_SUCCESS;
+  ok = ok && ggml_graph_compute(graphs[0], &plan) == GGML_STATUS_SUCCESS;
   double warm_up = now_seconds() - start, best = INFINITY;
   if (warm_up >= min_seconds)
     best = warm_up;
   start = now_seconds();
   while (ok && warm_up < min_seconds &&
          (best == INFINITY || now_seconds() - start < min_seconds)) {
+    next = (next + 1) % copies;
     double t0 = now_seconds();
-    ok = ggml_graph_compute(graph, &plan) == GGML_STATUS_SUCCESS;
+    ok = ggml_graph_compute(graphs[next], &plan) == GGML_STATUS_SUCCESS;
     double t = now_seconds() - t0;
     if (t < best)
       best = t;
@@ -218,12 +225,21 @@ static int time_graph(struct ggml_cgraph *graph, const struct ggml_tensor *out, 
 // One (context, batch, dtype) at every thread count, on the same K/V; returns the number of
 // thread counts that failed (each printed).
 static int run_case(long context, long batch, const char *dtype_name, enum ggml_type type,
-                    const LongList *thread_counts, double min_seconds) {
+                    const LongList *thread_counts, double min_seconds, double cold_bytes,
+                    double max_gib) {
   size_t elt = ggml_type_size(type);
   size_t kv_bytes = (size_t)2 * batch * context * KV_HEADS * HEAD_DIM * elt;
   size_t q_bytes = (size_t)batch * Q_HEADS * HEAD_DIM * 4;
+  // Copies so that |cold_bytes| pass between two reads of one, within --max-gib in all.
+  int copies = 1;
+  if (cold_bytes > 0) {
+    double wanted = ceil(cold_bytes / (double)kv_bytes); // copies x kv_bytes pass between reads
+    double fit = floor(max_gib * (1 << 30) / (double)kv_bytes);
+    copies = (int)fmax(1, fmin(fmin(wanted, fit), MAX_COPIES));
+  }
   struct ggml_init_params params = {
-      .mem_size = kv_bytes + 2 * q_bytes + 16 * ggml_tensor_overhead() + ggml_graph_overhead() +
+      .mem_size = copies * (kv_bytes + 2 * q_bytes + 16 * ggml_tensor_overhead() +
+                            ggml_graph_overhead()) +
                   (1 << 20),
       .mem_buffer = NULL,
       .no_alloc = false,
@@ -234,14 +250,21 @@ static int run_case(long context, long batch, const char *dtype_name, enum ggml_
             (double)params.mem_size / (1 << 30), context, batch);
     return thread_counts->count;
   }
-  struct ggml_tensor *out = build_attention(ctx, type, context, batch, 1, 0.1f, 0.1f).out;
-  struct ggml_cgraph *graph = ggml_new_graph(ctx);
-  ggml_build_forward_expand(graph, out);
+  struct ggml_cgraph *graphs[MAX_COPIES];
+  struct ggml_tensor *out = NULL;
+  for (int c = 0; c < copies; ++c) {
+    out = build_attention(ctx, type, context, batch, 1, 0.1f, 0.1f).out;
+    graphs[c] = ggml_new_graph(ctx);
+    ggml_build_forward_expand(graphs[c], out);
+  }
+  if (copies > 1)
+    fprintf(stderr, "ggml_flash_attn: %ld x %ld x %s: the calls read %d copies of the KV in turn\n",
+            context, batch, dtype_name, copies);
 
   int failures = 0;
   for (int t = 0; t < thread_counts->count; ++t)
-    failures += !time_graph(graph, out, (int)thread_counts->values[t], min_seconds, context, batch,
-                            dtype_name, kv_bytes);
+    failures += !time_graph(graphs, copies, out, (int)thread_counts->values[t], min_seconds,
+                            context, batch, dtype_name, kv_bytes);
   ggml_free(ctx);
   return failures;
 }
@@ -249,7 +272,7 @@ static int run_case(long context, long batch, const char *dtype_name, enum ggml_
 int main(int argc, char **argv) {
   char contexts_arg[256] = "16384,65536", batches_arg[256] = "1,8";
   char dtypes_arg[256] = "f32,f16,bf16", threads_arg[256] = "1,2";
-  double max_gib = 4.0, min_seconds = 0.4;
+  double max_gib = 4.0, min_seconds = 0.4, cold_bytes = 0;
   for (int i = 1; i < argc; ++i) {
     const char *a = argv[i];
     char *target = NULL;
@@ -265,6 +288,8 @@ int main(int argc, char **argv) {
       max_gib = atof(a + 10);
     else if (strncmp(a, "--min-seconds=", 14) == 0)
       min_seconds = atof(a + 14);
+    else if (strncmp(a, "--cold-bytes=", 13) == 0)
+      cold_bytes = atof(a + 13);
     else {
       fprintf(stderr, "ggml_flash_attn: unknown argument %s\n", argv[i]);
       return 2;
@@ -316,7 +341,7 @@ int main(int argc, char **argv) {
           continue;
         }
         failures += run_case(contexts.values[c], batches.values[b], dtypes.names[d], type,
-                             &threads, min_seconds);
+                             &threads, min_seconds, cold_bytes, max_gib);
       }
   }
   return failures ? 1 : 0;

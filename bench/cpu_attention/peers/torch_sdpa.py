@@ -9,11 +9,14 @@ Runs with the python of the separate torch venv that scripts/peers.sh installs (
 dependency of the project):
 
     python torch_sdpa.py [--contexts=16384,65536] [--batches=1,8] [--dtypes=f32,f16,bf16]
-                         [--threads=1,2] [--max-gib=4] [--min-seconds=0.4]
+                         [--threads=1,2] [--max-gib=4] [--min-seconds=0.4] [--cold-bytes=0]
 
 Prints one CSV row per case: context,batch,dtype,threads,kv_bytes,seconds,gbps (seconds: the best
 call after a warm-up, repeated for at least --min-seconds, or the warm-up call alone when it took
-longer). A dtype this torch cannot run on the CPU is reported on stderr and skipped."""
+longer). With --cold-bytes=N the calls read enough copies of the case's K and V in turn that N
+bytes pass between two reads of one copy (as hybridgen_cpu_attention_bench does). A dtype this
+torch cannot run on the CPU is reported on stderr and skipped."""
+import itertools
 import math
 import sys
 import time
@@ -23,13 +26,21 @@ Q_HEADS, KV_HEADS, HEAD_DIM = 32, 8, 128
 
 def parse(argv):
     opts = {"contexts": "16384,65536", "batches": "1,8", "dtypes": "f32,f16,bf16",
-            "threads": "1,2", "max-gib": "4", "min-seconds": "0.4"}
+            "threads": "1,2", "max-gib": "4", "min-seconds": "0.4", "cold-bytes": "0"}
     for a in argv:
         key, sep, value = a[2:].partition("=")
         if not a.startswith("--") or not sep or key not in opts:
             raise SystemExit(f"torch_sdpa: unknown argument {a}\n{__doc__}")
         opts[key] = value
     return opts
+
+
+def cold_copies(kv_bytes, cold_bytes, max_bytes):
+    """Copies of the KV so that |cold_bytes| pass between two reads of one, within |max_bytes|."""
+    if cold_bytes <= 0:
+        return 1
+    # Between two reads of one byte of a copy, every copy is read once: copies x kv_bytes.
+    return max(1, min(math.ceil(cold_bytes / kv_bytes), int(max_bytes // kv_bytes)))
 
 
 def best_seconds(fn, min_seconds):
@@ -77,6 +88,7 @@ def main():
         batches = [int(x) for x in opts["batches"].split(",")]
         threads = [int(x) for x in opts["threads"].split(",")]
         max_gib, min_seconds = float(opts["max-gib"]), float(opts["min-seconds"])
+        cold_bytes = float(opts["cold-bytes"])
     except ValueError as e:
         raise SystemExit(f"torch_sdpa: bad number in the arguments ({e})")
     if min(contexts + batches + threads) <= 0:
@@ -108,13 +120,21 @@ def main():
                 k = tile.to(dtype).repeat(batch, 1, (ctx + 1023) // 1024, 1)[:, :, :ctx].contiguous()
                 v = (k * 0.5).contiguous()
                 assert k.shape == shape
+                copies = cold_copies(kv_bytes, cold_bytes, max_gib * 2**30)
+                kvs = [(k, v)] + [(k.clone(), v.clone()) for _ in range(copies - 1)]
+                if copies > 1:
+                    print(f"torch_sdpa: {ctx} x {batch} x {name}: the calls read {copies} copies "
+                          "of the KV in turn", file=sys.stderr)
+                turn = itertools.cycle(kvs)
                 q = (torch.rand((batch, KV_HEADS, group, HEAD_DIM), generator=gen) - 0.5).to(dtype)
                 for t in threads:
                     torch.set_num_threads(t)
                     try:
+                        for kc, vc in kvs[1:]:  # every copy but the first, untimed
+                            F.scaled_dot_product_attention(q, kc, vc)
                         out = F.scaled_dot_product_attention(q, k, v)
-                        seconds = best_seconds(lambda: F.scaled_dot_product_attention(q, k, v),
-                                               min_seconds)
+                        seconds = best_seconds(
+                            lambda: F.scaled_dot_product_attention(q, *next(turn)), min_seconds)
                     except RuntimeError as e:  # e.g. a dtype without a CPU kernel
                         print(f"torch_sdpa: {name} not run on this CPU: {str(e).splitlines()[0]}",
                               file=sys.stderr)
@@ -125,7 +145,7 @@ def main():
                         break
                     print(f"{ctx},{batch},{name},{t},{kv_bytes},{seconds:.6g},"
                           f"{kv_bytes / seconds / 1e9:.4g}", flush=True)
-                del k, v
+                del k, v, kvs, turn
 
 
 if __name__ == "__main__":
