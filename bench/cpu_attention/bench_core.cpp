@@ -250,21 +250,19 @@ void runCases(const BenchOptions &opts,
             q[i] = float(opts.qScale) * patternValue(int64_t(i), 3);
         std::vector<int64_t> poolShape = {copies * numBlocks, opts.kvHeads, block, opts.headDim};
         std::vector<int64_t> qShape = {batch, opts.qHeads, opts.headDim};
-        std::vector<std::vector<Arg>> copyArgs;
-        for (int64_t c = 0; c < copies; ++c)
-          copyArgs.push_back({{q.data(), ElemType::f32, qShape, {}},
-                              {k.ptr, dtype, poolShape, {}},
-                              {v.ptr, dtype, poolShape, {}},
-                              {table.data() + c * batch * blocksPerSeq, ElemType::i32,
-                               {batch, blocksPerSeq}, {}},
-                              {lens.data(), ElemType::i32, {batch}, {}},
-                              {out.data(), ElemType::f32, qShape, {}}});
+        std::vector<Arg> args = {{q.data(), ElemType::f32, qShape, {}},
+                                 {k.ptr, dtype, poolShape, {}},
+                                 {v.ptr, dtype, poolShape, {}},
+                                 {table.data(), ElemType::i32, {batch, blocksPerSeq}, {}},
+                                 {lens.data(), ElemType::i32, {batch}, {}},
+                                 {out.data(), ElemType::f32, qShape, {}}};
         if (copies > 1)
           std::fprintf(stderr, "bench: %lld x %lld x %s: the calls read %lld copies of the KV in turn\n",
                        (long long)context, (long long)batch, dtypeName.c_str(), (long long)copies);
         int64_t nextCopy = 0;
-        auto callNext = [&] {
-          call(copyArgs[nextCopy]);
+        auto callNext = [&] { // the copies differ only in their block table
+          args[3].data = table.data() + nextCopy * batch * blocksPerSeq;
+          call(args);
           nextCopy = (nextCopy + 1) % copies;
         };
         for (int t : opts.threads) {
