@@ -66,6 +66,10 @@ int main(void) {
   int avx512 = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512vl");
   if (avx512)
     MEASURE("+ 6 vpandd", TWELVE_FMAS SIX("vpandd %%ymm13,%%ymm13,%%ymm12"));
+  // Byte shuffles: what a bf16 even half could take instead of the shift (LLVM folds a
+  // constant vpshufb that moves each low word up back into vpslld, an unpack against zero it
+  // keeps).
+  MEASURE("+ 6 vpshufb ymm", TWELVE_FMAS SIX("vpshufb %%ymm13,%%ymm13,%%ymm12"));
   MEASURE("+ 6 vpunpcklwd", TWELVE_FMAS SIX("vpunpcklwd %%ymm13,%%ymm13,%%ymm12"));
   MEASURE("+ 6 vshufps (in-lane tree step)", TWELVE_FMAS SIX("vshufps $0x88,%%ymm13,%%ymm13,%%ymm12"));
   MEASURE("+ 6 vperm2f128 (cross-lane)", TWELVE_FMAS SIX("vperm2f128 $0x31,%%ymm13,%%ymm13,%%ymm12"));
@@ -86,6 +90,8 @@ int main(void) {
     MEASURE("+ 6 vpmovzxwd m256 (bf16 column)",
             TWELVE_ZMM_FMAS SIX("vpmovzxwd fma_mix_operand(%%rip),%%zmm12"));
     MEASURE("+ 6 vpslld zmm", TWELVE_ZMM_FMAS SIX("vpslld $16,%%zmm13,%%zmm12"));
+    MEASURE("+ 6 vpshufb zmm", TWELVE_ZMM_FMAS SIX("vpshufb %%zmm13,%%zmm13,%%zmm12"));
+    MEASURE("+ 6 vpandd zmm", TWELVE_ZMM_FMAS SIX("vpandd %%zmm13,%%zmm13,%%zmm12"));
     MEASURE("+ 6 vcvtph2ps m256 (f16 column)",
             TWELVE_ZMM_FMAS SIX("vcvtph2ps fma_mix_operand(%%rip),%%zmm12"));
   }

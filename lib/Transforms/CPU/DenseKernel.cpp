@@ -264,8 +264,9 @@ func::FuncOp cpu::buildDenseKernel(ModuleOp module, StringRef name, const Kernel
   // The overlapped step's offsets into flat pieces, for 16-bit KV on 16-register (AVX2) targets:
   // on a Zen 3 (3 interleaved rounds from DRAM, 32K and 128K tokens, batch 1 and 8, 1 and 2
   // threads) bf16 read 0.787 against 0.708 of the roof (mean of medians), f16 0.747 against
-  // 0.699; f32 0.823 against 0.855, so it keeps its 4-D indices. AVX-512 code is unchanged until
-  // measured on a CPU that runs it (docs/cpu-path.md, "Zen 3 again, on transposed K").
+  // 0.699; f32 0.823 against 0.855, so it keeps its 4-D indices (docs/cpu-path.md, "Zen 3
+  // again, on transposed K"). AVX-512 code keeps them too: its 16-bit kernels read 0.837 of the
+  // roof either way on Emerald Rapids (16 cells; "Emerald Rapids again: ...flat offsets").
   if (overlapPieces(c) && !c.kvType.isF32() && c.targetRegs() == 16) {
     body.kPieces = pieceView(b, k);
     body.vPieces = pieceView(b, v);
