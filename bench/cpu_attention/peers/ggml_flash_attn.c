@@ -251,6 +251,7 @@ static int run_case(long context, long batch, const char *dtype_name, enum ggml_
     return thread_counts->count;
   }
   struct ggml_cgraph *graphs[MAX_COPIES];
+  // The last copy's output, the one time_graph checks: its untimed warm-up computes every copy.
   struct ggml_tensor *out = NULL;
   for (int c = 0; c < copies; ++c) {
     out = build_attention(ctx, type, context, batch, 1, 0.1f, 0.1f).out;
