@@ -8,7 +8,7 @@
 //                                 [--no-amx]
 //                                 [--bf16-dot] [--bf16-dot-rounded] [--k-transposed]
 //                                 [--far-prefetch-bytes=N] [--spread-prefetch=-1|0|1]
-//                                 [--overlap-pieces=-1|0|1] [--splat-probs]
+//                                 [--overlap-pieces=-1|0|1] [--overlap-pv-lag=N] [--splat-probs]
 //
 // --aot compiles ahead of time to PATH.so (hybridgen-compile's path) and calls it through
 // AotLibrary instead of the JIT, so `perf record -e cpu-clock` + `perf annotate` see symbols.
@@ -21,7 +21,8 @@
 // --bf16-dot-rounded does so with q and p rounded once to bf16 (half the dot products).
 // --far-prefetch-bytes, --spread-prefetch and --overlap-pieces set the CompileOptions of those
 // names (-1: the target's default); --splat-probs sets splatProbs (p.V loads splatted
-// probabilities instead of broadcasting them).
+// probabilities instead of broadcasting them); --overlap-pv-lag=N how many pieces the overlapped
+// kernel's p.V runs behind its logits (0: the target's, 1).
 // --k-transposed compiles for K pools whose pieces are stored transposed (the pools hold random
 // data either way, so only the speed differs).
 // --reuse-blocks=N points every sequence's blocks at the first N pool blocks (cache-resident KV:
@@ -58,6 +59,8 @@ int main(int argc, char **argv) {
       options.spreadPrefetch = std::stoll(a.substr(18));
     else if (a.rfind("--overlap-pieces=", 0) == 0)
       options.overlapPieces = std::stoll(a.substr(17));
+    else if (a.rfind("--overlap-pv-lag=", 0) == 0)
+      options.overlapPvLag = std::stoll(a.substr(17));
     else if (a == "--splat-probs")
       options.splatProbs = true;
     else if (a.rfind("--vector-bits=", 0) == 0)

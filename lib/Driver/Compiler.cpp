@@ -212,6 +212,10 @@ void checkOptions(const CompileOptions &options) {
   if (options.overlapPieces < -1 || options.overlapPieces > 1)
     throw CompileError("overlap_pieces must be -1 (the target's default), 0 or 1, got " +
                        std::to_string(options.overlapPieces));
+  if (options.overlapPvLag < 0 || options.overlapPvLag > mlir::hybridgen::kMaxOverlapPvLag)
+    throw CompileError("overlap_pv_lag must be 0 (the target's default) or in [1, " +
+                       std::to_string(mlir::hybridgen::kMaxOverlapPvLag) + "], got " +
+                       std::to_string(options.overlapPvLag));
 }
 
 void buildPipeline(OpPassManager &pm, const CompileOptions &options, bool aot) {
@@ -288,6 +292,9 @@ void buildPipeline(OpPassManager &pm, const CompileOptions &options, bool aot) {
       opts.overlapPieces16 = 0;
     }
   }
+  // p.V one piece behind the logits everywhere so far: on Emerald Rapids, whose out-of-order
+  // window covers the softmax, two read the same (docs/cpu-path.md, "p.V two pieces behind").
+  opts.overlapPvLag = options.overlapPvLag == 0 ? 1 : options.overlapPvLag;
   opts.splatProbs = options.splatProbs;
   opts.aot = aot;
   opts.targetCpu = options.targetCpu;

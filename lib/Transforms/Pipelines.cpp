@@ -92,6 +92,10 @@ struct CPUPipelineCLOptions : PassPipelineOptions<CPUPipelineCLOptions> {
       *this, "overlap-pieces-16bit-kv",
       llvm::cl::desc("overlap-pieces for bf16/f16 KV (-1: as overlap-pieces, 0 off, 1 on)"),
       llvm::cl::init(-1)};
+  Option<int64_t> overlapPvLag{
+      *this, "overlap-pv-lag",
+      llvm::cl::desc("With overlap-pieces: pieces p.V runs behind the logits (1 to 4)"),
+      llvm::cl::init(1)};
   Option<bool> splatProbs{*this, "splat-probs",
                           llvm::cl::desc("p.V loads splatted probabilities, not broadcasts"),
                           llvm::cl::init(false)};
@@ -125,6 +129,7 @@ void mlir::hybridgen::buildCPUPipeline(OpPassManager &pm, const CPUPipelineOptio
   lowerOpts.spreadPrefetch16 = opts.spreadPrefetch16;
   lowerOpts.overlapPieces = opts.overlapPieces;
   lowerOpts.overlapPieces16 = opts.overlapPieces16;
+  lowerOpts.overlapPvLag = opts.overlapPvLag;
   lowerOpts.splatProbs = opts.splatProbs;
   pm.addPass(createHGLowerAttentionToCPU(lowerOpts));
   pm.addPass(createHGLowerRuntimeCalls());
@@ -193,6 +198,7 @@ void mlir::hybridgen::registerPipelines() {
         opts.spreadPrefetch16 = cl.spreadPrefetch16;
         opts.overlapPieces = cl.overlapPieces;
         opts.overlapPieces16 = cl.overlapPieces16;
+        opts.overlapPvLag = cl.overlapPvLag;
         opts.splatProbs = cl.splatProbs;
         opts.aot = cl.aot;
         opts.targetCpu = cl.targetCpu;

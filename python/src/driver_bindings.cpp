@@ -203,6 +203,7 @@ void bindDriver(nb::module_ &m) {
   intField(options, "far_prefetch_bytes", &CompileOptions::farPrefetchBytes);
   intField(options, "spread_prefetch", &CompileOptions::spreadPrefetch);
   intField(options, "overlap_pieces", &CompileOptions::overlapPieces);
+  intField(options, "overlap_pv_lag", &CompileOptions::overlapPvLag);
   intField(options, "vector_bits", &CompileOptions::vectorBits);
   options.def_rw("all_devices_on_cpu", &CompileOptions::allDevicesOnCpu)
       .def_rw("splat_probs", &CompileOptions::splatProbs)

@@ -47,10 +47,11 @@ def check_k_transposed(rng, dtype, case, options):
 
 # Where the transposed kernel's prefetches go: all in the logits; each piece's logits in one loop
 # with the previous piece's p.V (overlap_pieces, the default except on Zen 4), also with p.V
-# loading splatted probabilities (splat_probs); spread over the piece (spread_prefetch, Zen 4's
-# default).
+# loading splatted probabilities (splat_probs), or with p.V two pieces behind the logits
+# (overlap_pv_lag 2); spread over the piece (spread_prefetch, Zen 4's default).
 PLACEMENTS = {"logits-prefetch": {"spread_prefetch": 0, "overlap_pieces": 0},
               "overlapped": {"spread_prefetch": 0, "overlap_pieces": 1},
+              "overlapped-lag2": {"spread_prefetch": 0, "overlap_pieces": 1, "overlap_pv_lag": 2},
               "overlapped-splat": {"spread_prefetch": 0, "overlap_pieces": 1, "splat_probs": True},
               "spread-prefetch": {"spread_prefetch": 1, "overlap_pieces": 0}}
 
@@ -75,22 +76,25 @@ def test_k_transposed_matches_reference(rng, dtype, case, placement):
 
 @pytest.mark.skipif(not (cpu_has_flag("avx2") and cpu_has_flag("fma") and cpu_has_flag("f16c")),
                     reason="x86-64-v3 code needs AVX2, FMA and F16C to run here")
-@pytest.mark.parametrize("overlap,splat", [(0, False), (1, False), (0, True), (1, True)],
-                         ids=["logits-prefetch", "overlapped", "splat", "overlapped-splat"])
+@pytest.mark.parametrize("overlap,splat,lag", [(0, False, 1), (1, False, 1), (0, True, 1),
+                                               (1, True, 1), (1, False, 2)],
+                         ids=["logits-prefetch", "overlapped", "splat", "overlapped-splat",
+                              "overlapped-lag2"])
 @pytest.mark.parametrize("dtype", ["f32", "f16", "bf16"])
 @pytest.mark.parametrize("case", [(8, 2, 128, 16, 17), (8, 2, 128, 16, 0), (9, 3, 64, 32, 40),
                                   (4, 4, 32, 8, 0)],
                          ids=["g4", "g4-split0", "g3-bs32", "mha-bs8"])
-def test_k_transposed_on_avx2_code(rng, dtype, case, overlap, splat):
+def test_k_transposed_on_avx2_code(rng, dtype, case, overlap, splat, lag):
     """The AVX2 kernels (target x86-64-v3: 8 lanes, 16 registers) on transposed K: bf16 tiles of
     16 rows widen each column as (even, odd) rows and zip the logits back (g4, g3-bs32); 8-row
     blocks keep one vector per column (mha-bs8). Partial blocks at both ends of the split and
     NaN past each sequence's end; the pieces one by one or overlapped (overlap_pieces; g4's
     logits then go in passes over the heads, 2 for 16-bit KV and 4 for f32; g3-bs32's 32-row
     blocks exceed AVX2's row tile, so there it does not apply); p.V broadcasting each
-    probability or loading its splatted copy (splat_probs), one by one or overlapped."""
+    probability or loading its splatted copy (splat_probs), one by one or overlapped; p.V one
+    or two pieces behind the logits (overlap_pv_lag)."""
     check_k_transposed(rng, dtype, case, {"target_cpu": "x86-64-v3", "overlap_pieces": overlap,
-                                          "splat_probs": splat})
+                                          "splat_probs": splat, "overlap_pv_lag": lag})
 
 
 # What znver4 code may use: Zen 4's AVX-512 subsets (Intel's Xeons since Sapphire Rapids have them);

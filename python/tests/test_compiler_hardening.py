@@ -75,6 +75,13 @@ def test_spread_prefetch_out_of_range(value):
 
 
 @requires_jit
+@pytest.mark.parametrize("value", [-1, 5, 2**40])
+def test_overlap_pv_lag_out_of_range(value):
+    with pytest.raises(hg.CompileError, match=r"overlap_pv_lag must be 0 .* or in \[1, 4\], got"):
+        hg.compile(RAW, {"overlap_pv_lag": value})
+
+
+@requires_jit
 @pytest.mark.parametrize("field,value", [("q_heads", 2**64), ("split_point", -2**70),
                                          ("block_size", "16"), ("window", 1.5)])
 def test_out_of_range_spec_integers_are_argument_errors(field, value):

@@ -70,6 +70,11 @@ static cl::opt<int64_t> overlapPieces(
              "piece's p.V (0 = off, 1 = on; -1 = the target's: on with AVX2 or AVX-512, except "
              "for znver4, which takes the spread prefetch)"),
     cl::init(hybridgen::driver::CompileOptions().overlapPieces), cl::cat(compileCategory));
+static cl::opt<int64_t> overlapPvLag(
+    "overlap-pv-lag",
+    cl::desc("With the pieces overlapped: how many pieces the attention kernel's p.V runs behind "
+             "its logits (1-4; 0 = the target's: 1)"),
+    cl::init(hybridgen::driver::CompileOptions().overlapPvLag), cl::cat(compileCategory));
 static cl::opt<bool> splatProbs(
     "splat-probs",
     cl::desc("The attention kernel's p.V loads each probability splatted across the lanes "
@@ -181,6 +186,7 @@ int main(int argc, char **argv) {
   options.farPrefetchBytes = farPrefetchBytes;
   options.spreadPrefetch = spreadPrefetch;
   options.overlapPieces = overlapPieces;
+  options.overlapPvLag = overlapPvLag;
   options.splatProbs = splatProbs;
   options.amx = useAmx;
   options.bf16Dot = useBf16Dot;

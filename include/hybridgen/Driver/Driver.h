@@ -70,6 +70,11 @@ struct CompileOptions {
   /// targets but AMD Zen 4, which has its own spread prefetch; 0 off, 1 on (docs/cpu-path.md,
   /// "Each piece's logits with the previous piece's p.V", "Logits in passes over the heads").
   int64_t overlapPieces = -1;
+  /// With overlapPieces: how many pieces p.V runs behind the logits, 1 to 4 (0, the default:
+  /// the target's, 1 on every target so far). At 2 no overlapped step waits on the softmax just
+  /// before it, for cores whose out-of-order window does not cover the softmax's dependency
+  /// chain (docs/cpu-path.md, "p.V two pieces behind the logits").
+  int64_t overlapPvLag = 0;
   /// The dense kernel's p.V loads each probability as a copy splatted across the lanes (written
   /// once per piece) instead of broadcasting it at every use. Off by default: LLVM's models of
   /// AMD Zen 3/4 predict it faster there (a broadcast load takes an FP pipe beside the FMAs),

@@ -96,6 +96,9 @@ def HGLowerAttentionToCPU : Pass<"hg-lower-attention-to-cpu", "::mlir::ModuleOp"
     Option<"overlapPieces16", "overlap-pieces-16bit-kv", "int64_t", /*default=*/"-1",
            "overlap-pieces for the kernels of bf16/f16 KV (-1: as overlap-pieces, 0 off, 1 "
            "on; the driver leaves it at -1)">,
+    Option<"overlapPvLag", "overlap-pv-lag", "int64_t", /*default=*/"1",
+           "With overlap-pieces: how many pieces p.V runs behind the logits (1 to 4; at 2 no "
+           "overlapped step reads the probabilities of the softmax just before it)">,
     Option<"splatProbs", "splat-probs", "bool", /*default=*/"false",
            "The dense kernel's p.V loads each probability as a copy splatted across the lanes "
            "(written once per piece by the softmax) instead of broadcasting it at every use; "

@@ -21,6 +21,9 @@ constexpr int64_t kMaxChunkTokens = int64_t(1) << 24;
 /// K on every target. 1 MiB is a generous upper bound.
 constexpr int64_t kDefaultFarPrefetchBytes = 8192;
 constexpr int64_t kMaxFarPrefetchBytes = int64_t(1) << 20;
+/// The most pieces the overlapped dense kernel's p.V may run behind its logits (each costs a
+/// stack buffer of probabilities; 2 is the deepest any CPU has asked for).
+constexpr int64_t kMaxOverlapPvLag = 4;
 /// The far-prefetch setting that asks for the target's default. The lowering alone does not know
 /// the CPU and takes it as off; the driver resolves it (kDefaultFarPrefetchBytes with transposed
 /// K, or on znver4 with AVX-512; else off: slower with row-major K on AMD Zen 3 and on Intel
@@ -66,6 +69,9 @@ struct CPUPipelineOptions {
   /// against another; the driver leaves it at -1; hg-lower-attention-to-cpu's
   /// overlap-pieces-16bit-kv).
   int64_t overlapPieces16 = -1;
+  /// With overlapPieces: pieces p.V runs behind the logits (hg-lower-attention-to-cpu's
+  /// overlap-pv-lag, 1 to kMaxOverlapPvLag).
+  int64_t overlapPvLag = 1;
   /// p.V loads splatted probabilities (hg-lower-attention-to-cpu's splat-probs).
   bool splatProbs = false;
   /// Ahead-of-time code: name the CPU and its features on every llvm.func.

@@ -64,6 +64,11 @@ struct KernelConfig {
   /// The target wants each piece's logits computed with the previous piece's p.V: see
   /// overlapPieces (the function) for where it applies.
   bool overlapPieces = false;
+  /// With overlapPieces: how many pieces p.V runs behind the logits, 1 or more. At 1 each
+  /// overlapped step's p.V takes the probabilities of the softmax just before it; at 2 those of
+  /// the softmax before that, so no step waits on the softmax's dependency chain (the max tree,
+  /// exp, sums) however small the core's out-of-order window (walkOverlapped).
+  int64_t pvLag = 1;
   /// p.V loads splatted probabilities instead of broadcasting them: see splatProbs.
   bool splatProbs = false;
 

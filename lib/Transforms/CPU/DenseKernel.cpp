@@ -57,6 +57,7 @@ std::string KernelConfig::mangle() const {
          (bf16DotLogits(*this) ? "q" : "") +
          (interleavedFma(*this) ? "_il" : "") + (kTransposed ? "_kt" : "") +
          (cpu::spreadPrefetch(*this) ? "_sp" : "") + (cpu::overlapPieces(*this) ? "_ov" : "") +
+         (cpu::overlapPieces(*this) && pvLag > 1 ? "_lag" + std::to_string(pvLag) : "") +
          (cpu::splatProbs(*this) ? "_ps" : "");
 }
 
@@ -132,45 +133,56 @@ cpu::createKernelFunction(ImplicitLocOpBuilder &b, StringRef name, const KernelC
 }
 
 /// The slot-major walk of one (sequence, unit group, chunk) iteration with overlapPieces: piece
-/// j's logits run in one loop with piece j-1's p.V (DenseBlock::overlappedStep), then piece j's
-/// softmax; the last piece's p.V follows the walk. Probabilities and rescale factors alternate
-/// between two buffers (piece j-1's are read while piece j's are written), and the pending
-/// piece's (pool block, kv head, unit, rows) wait in a small stack buffer. A partial block (the
-/// chunk's first or last) takes its p.V alone, row by row, since only its valid V rows may be
-/// read; the next piece's logits then run alone too.
+/// j's logits run in one loop with the p.V of piece j - pvLag (DenseBlock::overlappedStep), then
+/// piece j's softmax; the last pieces' p.V follows the walk. Each piece's probabilities and
+/// rescale factors stay in one of pvLag + 1 buffers, taken in turn, until its p.V has run, and
+/// the pending pieces' (pool block, kv head, unit, rows, buffer) wait in a small stack buffer,
+/// oldest first. A partial block (the chunk's first or last) takes its p.V alone, row by row,
+/// since only its valid V rows may be read; the next piece's logits then run alone too.
+/// With pvLag 2 no overlapped step reads the probabilities of the softmax just before it, so the
+/// softmax's dependency chain can run beside the step's FMAs on a core whose out-of-order window
+/// does not reach past the step's first p.V rows (docs/cpu-path.md, "p.V two pieces behind").
 static void walkOverlapped(Emitter &e, const KernelConfig &c, DenseBlock &body, Value s,
                            Value blkLo, Value blkHi, Value u0, Value u1, int64_t nsub, Value t0,
                            Value t1, function_ref<void(Value, Value)> setFarPiece) {
   ImplicitLocOpBuilder &b = e.b;
-  int64_t gs = c.subGroup(), bs = c.blockSize;
-  Value scores[2] = {body.scores, allocScores(e, c)};
-  Value alphas = memref::AllocaOp::create(b, MemRefType::get({2, gs}, e.f32()), e.stackAlign());
-  enum Slot { kPending, kPb, kKvh, kUnit, kR0, kR1, kParity, kSlots };
-  Value state = memref::AllocaOp::create(b, MemRefType::get({kSlots}, b.getIndexType()));
-  for (int64_t i = 0; i < kSlots; ++i)
+  int64_t gs = c.subGroup(), bs = c.blockSize, lag = c.pvLag;
+  SmallVector<Value> scores{body.scores};
+  for (int64_t i = 0; i < lag; ++i)
+    scores.push_back(allocScores(e, c));
+  Value alphas =
+      memref::AllocaOp::create(b, MemRefType::get({lag + 1, gs}, e.f32()), e.stackAlign());
+  // Per pending piece (entry 0 the oldest) its fields, then the buffer the next piece takes.
+  enum Field { kPending, kPb, kKvh, kUnit, kR0, kR1, kBuf, kFields };
+  int64_t nextBufSlot = lag * kFields;
+  Value state = memref::AllocaOp::create(b, MemRefType::get({nextBufSlot + 1}, b.getIndexType()));
+  for (int64_t i = 0; i <= nextBufSlot; ++i)
     memref::StoreOp::create(b, e.idx(0), state, ValueRange{e.idx(i)});
-  auto get = [&](Slot i) {
-    return memref::LoadOp::create(b, state, ValueRange{e.idx(i)}).getResult();
+  auto load = [&](int64_t slot) {
+    return memref::LoadOp::create(b, state, ValueRange{e.idx(slot)}).getResult();
   };
-  // The pending piece's buffers: those of parity 1 - |parity| (this piece takes |parity|'s).
-  auto pendingScores = [&](Value parity) {
-    return e.select(e.cmpi(arith::CmpIPredicate::ne, parity, e.idx(0)), scores[0], scores[1]);
+  auto get = [&](int64_t entry, Field f) { return load(entry * kFields + f); };
+  auto bufferScores = [&](Value buf) {
+    Value picked = scores[lag];
+    for (int64_t i = lag - 1; i >= 0; --i)
+      picked = e.select(e.cmpi(arith::CmpIPredicate::eq, buf, e.idx(i)), scores[i], picked);
+    return picked;
   };
-  auto pendingAlpha = [&](Value parity) {
+  auto bufferAlpha = [&](Value buf) {
     SmallVector<Value> a;
     for (int64_t g = 0; g < gs; ++g)
-      a.push_back(
-          memref::LoadOp::create(b, alphas, ValueRange{e.subi(e.idx(1), parity), e.idx(g)}));
+      a.push_back(memref::LoadOp::create(b, alphas, ValueRange{buf, e.idx(g)}));
     return a;
   };
-  // p.V of the pending piece alone (a partial block, or the walk's last piece).
-  auto finishPending = [&](Value parity) {
-    e.ifThenElse(e.cmpi(arith::CmpIPredicate::ne, get(kPending), e.idx(0)), [&] {
+  // p.V of pending entry |entry| alone (a partial block, or the walk's last pieces).
+  auto finishPending = [&](int64_t entry) {
+    e.ifThenElse(e.cmpi(arith::CmpIPredicate::ne, get(entry, kPending), e.idx(0)), [&] {
       Value unit = body.unit, current = body.scores;
-      body.unit = get(kUnit);
-      body.scores = pendingScores(parity);
-      body.accumulate(get(kPb), get(kKvh), get(kR0), get(kR1), pendingAlpha(parity), Value(),
-                      Value());
+      Value buf = get(entry, kBuf);
+      body.unit = get(entry, kUnit);
+      body.scores = bufferScores(buf);
+      body.accumulate(get(entry, kPb), get(entry, kKvh), get(entry, kR0), get(entry, kR1),
+                      bufferAlpha(buf), Value(), Value());
       body.unit = unit;
       body.scores = current;
     });
@@ -183,34 +195,42 @@ static void walkOverlapped(Emitter &e, const KernelConfig &c, DenseBlock &body, 
       Value rowBase = e.muli(blk, e.idx(bs));
       Value r0 = e.maxi(e.subi(t0, rowBase), e.idx(0));
       Value r1 = e.mini(e.subi(t1, rowBase), e.idx(bs));
-      Value parity = get(kParity);
-      Value odd = e.cmpi(arith::CmpIPredicate::ne, parity, e.idx(0));
-      Value mine = e.select(odd, scores[1], scores[0]);
-      Value pendingWhole = arith::AndIOp::create(
-          b, e.cmpi(arith::CmpIPredicate::ne, get(kPending), e.idx(0)),
-          arith::AndIOp::create(b, e.cmpi(arith::CmpIPredicate::eq, get(kR0), e.idx(0)),
-                                e.cmpi(arith::CmpIPredicate::eq, get(kR1), e.idx(bs))));
+      Value mineBuf = load(nextBufSlot);
+      Value oldestWhole = arith::AndIOp::create(
+          b, e.cmpi(arith::CmpIPredicate::ne, get(0, kPending), e.idx(0)),
+          arith::AndIOp::create(b, e.cmpi(arith::CmpIPredicate::eq, get(0, kR0), e.idx(0)),
+                                e.cmpi(arith::CmpIPredicate::eq, get(0, kR1), e.idx(bs))));
       body.unit = u;
-      body.scores = mine;
+      body.scores = bufferScores(mineBuf);
       e.ifThenElse(
-          pendingWhole,
+          oldestWhole,
           [&] {
-            body.overlappedStep(get(kPb), get(kKvh), get(kUnit), pendingScores(parity),
-                                pendingAlpha(parity), pb, kvh);
+            Value buf = get(0, kBuf);
+            body.overlappedStep(get(0, kPb), get(0, kKvh), get(0, kUnit), bufferScores(buf),
+                                bufferAlpha(buf), pb, kvh);
           },
           [&] {
-            finishPending(parity);
+            finishPending(0);
             body.logitsTransposed(pb, kvh);
           });
       SmallVector<Value> alpha = body.softmax(r0, r1);
       for (int64_t g = 0; g < gs; ++g)
-        memref::StoreOp::create(b, alpha[g], alphas, ValueRange{parity, e.idx(g)});
-      Value pending[kSlots] = {e.idx(1), pb, kvh, u, r0, r1, e.subi(e.idx(1), parity)};
-      for (int64_t i = 0; i < kSlots; ++i)
-        memref::StoreOp::create(b, pending[i], state, ValueRange{e.idx(i)});
+        memref::StoreOp::create(b, alpha[g], alphas, ValueRange{mineBuf, e.idx(g)});
+      // The queue moves up one entry; this piece is the newest.
+      for (int64_t entry = 0; entry + 1 < lag; ++entry)
+        for (int64_t f = 0; f < kFields; ++f)
+          memref::StoreOp::create(b, get(entry + 1, Field(f)), state,
+                                  ValueRange{e.idx(entry * kFields + f)});
+      Value newest[kFields] = {e.idx(1), pb, kvh, u, r0, r1, mineBuf};
+      for (int64_t f = 0; f < kFields; ++f)
+        memref::StoreOp::create(b, newest[f], state, ValueRange{e.idx((lag - 1) * kFields + f)});
+      Value nextBuf = e.select(e.cmpi(arith::CmpIPredicate::eq, mineBuf, e.idx(lag)), e.idx(0),
+                               e.addi(mineBuf, e.idx(1)));
+      memref::StoreOp::create(b, nextBuf, state, ValueRange{e.idx(nextBufSlot)});
     });
   });
-  finishPending(get(kParity));
+  for (int64_t entry = 0; entry < lag; ++entry)
+    finishPending(entry);
   body.scores = scores[0];
 }
 

@@ -94,6 +94,7 @@ struct LowerAttentionToCPUPass
     c.kTransposed = kTransposed;
     c.spreadPrefetch = forKv(c.kvType, spreadPrefetch, spreadPrefetch16);
     c.overlapPieces = forKv(c.kvType, overlapPieces, overlapPieces16);
+    c.pvLag = overlapPvLag;
     c.splatProbs = splatProbs;
     if (c.kTransposed && c.topK > 0)
       return op.emitOpError("k-transposed (K pool pieces stored [head_dim][block_size]) is not "
@@ -191,6 +192,11 @@ struct LowerAttentionToCPUPass
         !validOverride(module, "spread-prefetch-16bit-kv", "spread-prefetch", spreadPrefetch16) ||
         !validOverride(module, "overlap-pieces-16bit-kv", "overlap-pieces", overlapPieces16))
       return signalPassFailure();
+    if (overlapPvLag < 1 || overlapPvLag > kMaxOverlapPvLag) {
+      module.emitError("overlap-pv-lag must be in [1, ")
+          << kMaxOverlapPvLag << "], got " << int64_t(overlapPvLag);
+      return signalPassFailure();
+    }
     if (farPrefetchBytes < kTargetFarPrefetchBytes || farPrefetchBytes > kMaxFarPrefetchBytes) {
       module.emitError("far-prefetch-bytes must be -1 (the target's default) or in [0, ")
           << kMaxFarPrefetchBytes << "] (0: off), got " << int64_t(farPrefetchBytes);
