@@ -74,6 +74,17 @@ def test_k_transposed_matches_reference(rng, dtype, case, placement):
     assert not np.allclose(attn(q, k, v, table, lens)[:3], out[:3], rtol=1e-2)
 
 
+@pytest.mark.parametrize("lag", [3, 4])
+@pytest.mark.parametrize("dtype", ["f32", "bf16"])
+def test_overlap_pv_lag_deeper_queues(rng, dtype, lag):
+    """p.V 3 or 4 pieces behind the logits (overlap_pv_lag up to its bound): the queue of pending
+    pieces moves up through more entries, and a partial first block waits behind whole ones
+    before its p.V runs alone; four units, so consecutive pieces belong to different units."""
+    check_k_transposed(rng, dtype, (16, 4, 128, 16, 17),
+                       {"far_prefetch_bytes": 8192, "spread_prefetch": 0, "overlap_pieces": 1,
+                        "overlap_pv_lag": lag})
+
+
 @pytest.mark.skipif(not (cpu_has_flag("avx2") and cpu_has_flag("fma") and cpu_has_flag("f16c")),
                     reason="x86-64-v3 code needs AVX2, FMA and F16C to run here")
 @pytest.mark.parametrize("overlap,splat,lag", [(0, False, 1), (1, False, 1), (0, True, 1),
