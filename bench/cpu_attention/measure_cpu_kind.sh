@@ -76,9 +76,10 @@ CC="$(command -v clang-22 || command -v clang || command -v cc)"
 "$CC" -O2 bench/cpu_attention/memory/fma_mix.c -o "$TMP/fma_mix"
 "$TMP/fma_mix" > "$OUT/fma_mix.txt"
 
-# The A/B variants: bench flags of each kernel choice docs/cpu-path.md wants measured per CPU.
-variants=(--variant default= --variant plain=--overlap-pieces=0
-          --variant lag2=--overlap-pv-lag=2 --variant splat=--splat-probs)
+# The kernel choices docs/cpu-path.md wants measured per CPU, as NAME=bench flags.
+variants=(default= plain=--overlap-pieces=0 lag2=--overlap-pv-lag=2 splat=--splat-probs)
+variant_args=()
+for v in "${variants[@]}"; do variant_args+=(--variant "$v"); done
 
 step "cache-resident rates (16K x 1, one thread) -> cache_resident.csv"
 echo "variant,code,context,batch,dtype,threads,kv_bytes,seconds,gbps,roof_gbps,ratio" \
@@ -89,8 +90,7 @@ for code in "${codes[@]}"; do
   target=()
   [ "$code" = host ] || target=(--target-cpu="$code")
   for d in f32 bf16 f16; do
-    for i in 0 2 4 6; do
-      v="${variants[$((i + 1))]}"
+    for v in "${variants[@]}"; do
       flags="${v#*=}"
       # shellcheck disable=SC2086 # flags is empty or one flag
       line="$("$BENCH" --k-transposed --contexts=16384 --batches=1 --dtypes="$d" --threads=1 \
@@ -109,12 +109,12 @@ else
 fi
 
 step "kernel choices from DRAM, interleaved -> ab.csv, ab.txt"
-"$PY" bench/cpu_attention/ab.py --slow 0 --reps "$reps" "${variants[@]}" --out "$OUT/ab.csv" -- \
+"$PY" bench/cpu_attention/ab.py --slow 0 --reps "$reps" "${variant_args[@]}" --out "$OUT/ab.csv" -- \
   --k-transposed --dtypes=f32,bf16,f16 --contexts="$contexts" --batches="$batches" \
   --threads=1,2 | tee "$OUT/ab.txt"
 if [ "$avx512" = 1 ]; then
   step "the AVX2 code, interleaved -> ab_x86_64_v3.csv, ab_x86_64_v3.txt"
-  "$PY" bench/cpu_attention/ab.py --slow 0 --reps "$reps" "${variants[@]}" \
+  "$PY" bench/cpu_attention/ab.py --slow 0 --reps "$reps" "${variant_args[@]}" \
     --out "$OUT/ab_x86_64_v3.csv" -- --k-transposed --target-cpu=x86-64-v3 \
     --dtypes=f32,bf16,f16 --contexts="$contexts" --batches="$batches" --threads=1,2 \
     | tee "$OUT/ab_x86_64_v3.txt"
