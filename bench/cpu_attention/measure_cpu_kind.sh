@@ -8,6 +8,8 @@
 # NAME names the CPU in the files (zen3, zen5, spr, ...). Everything goes to
 # bench/results/cpu_kind_NAME_DATE/:
 #   lscpu.txt                the CPU's model name and flags
+#   headline.csv, .txt       run.py's table: both K layouts (transposed, the models'; row-major,
+#                            the hybrid GPU+CPU models'), every dtype, the medians of 2 sweeps
 #   dot_throughput.txt       clock and multiply-adds per cycle (memory/dot_throughput.c)
 #   fma_mix.txt              what shares the FMA pipes (memory/fma_mix.c)
 #   cache_resident.csv       the kernels' compute rate, KV in cache (16K x 1, one thread), per
@@ -20,9 +22,10 @@
 #   ab_x86_64_v3.*           the same for the AVX2 code, on a CPU with AVX-512
 #   peers.csv, peers_avx2.csv  hybridgen against torch SDPA and ggml's flash_attn_ext (peers.sh
 #                            builds them outside the tree the first time, ~20 minutes)
-# Roughly 50 minutes on two cores of an AVX2-only CPU and 100 with AVX-512 (which measures the
+# Roughly 60 minutes on two cores of an AVX2-only CPU and 110 with AVX-512 (which measures the
 # AVX2 code too), plus ~20 for the peers' first build; --quick (16K tokens, batch 1, one round)
-# took 7 minutes without the peers and 8.5 with them (built) on the Emerald Rapids guest;
+# took 7 minutes without the peers and 8.5 with them (built) on the Emerald Rapids guest, before
+# the headline table (1.5 minutes quick, 11 in full there) joined it;
 # --no-peers leaves them out.
 # Every CSV row carries the CPU's model and flags.
 set -euo pipefail
@@ -68,6 +71,12 @@ step "build"
 [ -x "$PY" ] || bash scripts/setup.sh
 cmake --build build -j2 --target hybridgen_cpu_attention_bench \
   hybridgen_cpu_attention_aot_bench_v3 > "$TMP/build.log" || { tail -20 "$TMP/build.log"; exit 1; }
+
+step "the headline table, both K layouts -> headline.csv, headline.txt"
+quick_flag=()
+[ "$quick" = 1 ] && quick_flag=(--quick)
+"$PY" bench/cpu_attention/run.py "${quick_flag[@]}" --out "$OUT/headline.csv" 2> "$TMP/run.err" \
+  | tee "$OUT/headline.txt" | tail -8 || { tail -20 "$TMP/run.err"; exit 1; }
 
 step "the cores: dot_throughput, fma_mix"
 CC="$(command -v clang-22 || command -v clang || command -v cc)"
@@ -125,8 +134,6 @@ if [ "$peers" = 1 ]; then
   peer_builds=(ggml torch)
   [ "$avx512" = 1 ] && peer_builds+=(ggml-avx2)
   bash scripts/peers.sh "${peer_builds[@]}"
-  quick_flag=()
-  [ "$quick" = 1 ] && quick_flag=(--quick)
   "$PY" bench/cpu_attention/peers.py --k-transposed --rounds "$reps" "${quick_flag[@]}" \
     --out "$OUT/peers.csv"
   if [ "$avx512" = 1 ]; then

@@ -241,9 +241,9 @@ void buildPipeline(OpPassManager &pm, const CompileOptions &options, bool aot) {
     // AVX2-sized register tiles (2-head logit passes, 64-lane accumulator tiles; ymm code on
     // the AVX-512 target) read 0.37-0.46 of the roof on one thread against 0.28-0.36 with
     // 512-bit tiles (16K/64K tokens, batch 1/8); f32 measured alike or better with 512 and
-    // keeps it (docs/cpu-path.md, "Memory behaviour on Zen 4"). With K transposed the 512-bit
+    // keeps it (docs/cpu-runs.md, "Memory behaviour on Zen 4"). With K transposed the 512-bit
     // tiles compute faster (bf16, SmolLM2's shape, cache-resident: 24.4-24.9 against 19.4-21.9
-    // GB/s; docs/cpu-path.md, "K transposed per block").
+    // GB/s; docs/cpu-runs.md, "K transposed per block").
     opts.vectorBits16 = 256;
   }
   opts.allDevices = options.allDevicesOnCpu;
@@ -254,19 +254,19 @@ void buildPipeline(OpPassManager &pm, const CompileOptions &options, bool aot) {
   // transposed-K kernel has no near prefetch of the next piece's K, so the far one is its only
   // software prefetch of K: on Emerald Rapids it took the Llama-3-8B shape from 0.68 to 0.78 of
   // the roof (128K tokens, batch 1) and SmolLM2's from 0.58 to 0.74 (64K, batch 8); it is on
-  // for transposed K on every target (docs/cpu-path.md, "The far prefetch with K transposed").
+  // for transposed K on every target (docs/cpu-runs.md, "The far prefetch with K transposed").
   bool zen4 = tm->getTargetCPU() == "znver4" && targetVectorBits(*tm) == 512;
   opts.farPrefetchBytes = options.farPrefetchBytes != mlir::hybridgen::kTargetFarPrefetchBytes
                               ? options.farPrefetchBytes
                           : zen4 || options.kTransposed ? mlir::hybridgen::kDefaultFarPrefetchBytes
                                                         : 0;
-  // Spread prefetches: measured on Zen 4 only (docs/cpu-path.md, "Prefetches spread over the
+  // Spread prefetches: measured on Zen 4 only (docs/cpu-runs.md, "Prefetches spread over the
   // piece"); Emerald Rapids keeps the logits' far prefetch it was tuned with.
   opts.spreadPrefetch = options.spreadPrefetch == -1 ? zen4 : options.spreadPrefetch == 1;
   // Overlapped pieces on every AVX2 or AVX-512 target but Zen 4, which keeps the spread prefetch
   // it was tuned with. AVX2's 16 registers take the logits in passes over the heads
   // (overlapLogitPasses): x86-64-v3 code on Emerald Rapids read bf16 0.68-0.69 -> 0.77-0.79 of
-  // the roof, f16 0.68-0.70 -> 0.73-0.75, f32 0.77 -> 0.89-0.91 (docs/cpu-path.md, "Each piece's
+  // the roof, f16 0.68-0.70 -> 0.73-0.75, f32 0.77 -> 0.89-0.91 (docs/cpu-runs.md, "Each piece's
   // logits with the previous piece's p.V" and "Logits in passes over the heads").
   const int64_t bits = targetVectorBits(*tm);
   opts.overlapPieces = options.overlapPieces == -1 ? !zen4 && bits >= 256 : options.overlapPieces == 1;
@@ -274,12 +274,12 @@ void buildPipeline(OpPassManager &pm, const CompileOptions &options, bool aot) {
   // prefetch and 512-bit tiles; f32 is planned as on AVX2 (8 lanes, 16 registers: the logits in
   // passes over the heads) with the pieces overlapped, which read 0.87-0.97 of the roof against
   // 0.70-0.83 on one thread with the 512-bit spread kernel (256-bit tiles over 32 registers:
-  // 0.75-0.82; docs/cpu-path.md, "Zen 4 again"). Zen 5 (full-width 512-bit units) takes the f32
+  // 0.75-0.82; docs/cpu-runs.md, "Zen 4 again"). Zen 5 (full-width 512-bit units) takes the f32
   // plan only, which read +0.03-0.05 of the roof on one thread and +0.06-0.19 on two there. Its
   // spread 16-bit kernels read more than the overlapped ones in the kernel bench (one thread
   // ~0.71 against ~0.63) but decoded slower in the 2-layer Llama-3-8B model (bf16 KV, one thread
   // 8.2-23.3 against 12.0-29.0 tokens/s), so 16-bit KV keeps the overlapped 512-bit kernels there
-  // (docs/cpu-path.md, "Zen 5"). Naming the vector bits, the spread or the overlap keeps the
+  // (docs/cpu-runs.md, "Zen 5"). Naming the vector bits, the spread or the overlap keeps the
   // rules above.
   bool zen5 = tm->getTargetCPU() == "znver5" && targetVectorBits(*tm) == 512;
   if ((zen4 || zen5) && options.kTransposed && options.vectorBits == 0 &&
@@ -293,7 +293,7 @@ void buildPipeline(OpPassManager &pm, const CompileOptions &options, bool aot) {
     }
   }
   // p.V one piece behind the logits everywhere so far: on Emerald Rapids, whose out-of-order
-  // window covers the softmax, two read the same (docs/cpu-path.md, "p.V two pieces behind").
+  // window covers the softmax, two read the same (docs/cpu-runs.md, "p.V two pieces behind").
   opts.overlapPvLag = options.overlapPvLag == 0 ? 1 : options.overlapPvLag;
   opts.splatProbs = options.splatProbs;
   opts.aot = aot;

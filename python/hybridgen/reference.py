@@ -184,7 +184,7 @@ def reference_prefill_attention(q, k_pool, v_pool, block_table, seq_lens, *, sca
 def transpose_k_pieces(k_pool) -> np.ndarray:
     """A K pool [num_blocks, kv_heads, block_size, head_dim] as code compiled with
     ``{"k_transposed": True}`` reads it: each (block, kv head) piece stored [head_dim][block_size],
-    in an array of the same shape and dtype (docs/cpu-path.md, "K transposed per block")."""
+    in an array of the same shape and dtype (docs/cpu-runs.md, "K transposed per block")."""
     k_pool = np.asarray(k_pool)
     if k_pool.ndim != 4:
         raise ArgumentError(f"k_pool must be [num_blocks, kv_heads, block_size, head_dim], got shape {k_pool.shape}")

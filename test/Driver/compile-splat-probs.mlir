@@ -1,6 +1,6 @@
 // hybridgen-compile --splat-probs reaches the lowering: the dense kernels' p.V loads splatted
 // probabilities (names end in _ps) on AVX2 and AVX-512 targets; off by default (not measured on
-// the AMD CPUs it is predicted to help; docs/cpu-path.md, "Predicted core cycles").
+// the AMD CPUs it is predicted to help; docs/cpu-runs.md, "Predicted core cycles").
 // RUN: hybridgen-compile %s -o %t.so --k-transposed --target-cpu=x86-64-v3 --splat-probs
 // RUN: llvm-nm %t.so | FileCheck %s --check-prefix=ON
 // RUN: hybridgen-compile %s -o %t.so --k-transposed --target-cpu=sapphirerapids --splat-probs

@@ -2,11 +2,11 @@
 // KV dtype. bf16/f16 keep 512-bit tiles and the prefetches spread over the piece (_sp); f32 is
 // planned as on AVX2, 8 lanes and 16 registers (_v256), with each piece's logits overlapped with
 // the previous piece's p.V (_ov), which read 0.87-0.97 of the roof against 0.70-0.83 (one thread)
-// for the 512-bit spread kernel (docs/cpu-path.md, "Zen 4 again"). Naming --spread-prefetch or
+// for the 512-bit spread kernel (docs/cpu-runs.md, "Zen 4 again"). Naming --spread-prefetch or
 // --overlap-pieces goes back to one rule for every dtype (the spread one wins where both are
 // asked for); row-major K keeps 512-bit f32 tiles. AMD Zen 5 (znver5) takes the f32 plan only,
 // its bf16/f16 kernels overlapped in 512-bit tiles as on Intel's AVX-512 targets, which keep the
-// overlapped 512-bit kernels for every dtype (docs/cpu-path.md, "Zen 5").
+// overlapped 512-bit kernels for every dtype (docs/cpu-runs.md, "Zen 5").
 // RUN: hybridgen-compile %s -o %t.so --k-transposed --target-cpu=znver4
 // RUN: llvm-nm %t.so | FileCheck %s --check-prefix=MIX
 // RUN: hybridgen-compile %s -o %t.so --k-transposed --target-cpu=znver5

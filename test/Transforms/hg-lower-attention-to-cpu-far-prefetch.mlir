@@ -5,7 +5,7 @@
 // RUN: not hybridgen-opt %s -hg-lower-attention-to-cpu="far-prefetch-bytes=-2" 2>&1 | FileCheck %s --check-prefix=NEG
 // RUN: not hybridgen-opt %s -hg-lower-attention-to-cpu="far-prefetch-bytes=2097152" 2>&1 | FileCheck %s --check-prefix=NEG
 
-// The far prefetch of the dense vector kernel (docs/cpu-path.md, "Memory behaviour on Zen 4").
+// The far prefetch of the dense vector kernel (docs/cpu-runs.md, "Memory behaviour on Zen 4").
 // The pass's default (-1, the target's) is off: the driver turns it on by target CPU (znver4).
 // Per piece (one kv head's 16 rows of one block; 16 x 64 bf16 = 2 KiB of K), the unit loop looks
 // up the piece 8 KiB of K ahead in slot-major order, 4 pieces on (block = (unit index + 4) / units,

@@ -4,7 +4,7 @@
 // How p.V widens bf16 V rows on 512-bit tiles. The plain kernel loads 32 elements (64 bytes) at
 // a time and takes the even ones by a shift and the odd ones by a mask (bf16Pairs). The
 // overlapped kernel widens each 16-element half on its own: it read 0.01-0.03 more of the roof
-// from DRAM that way on Emerald Rapids (docs/cpu-path.md, "bf16 V widened by halves in the
+// from DRAM that way on Emerald Rapids (docs/cpu-runs.md, "bf16 V widened by halves in the
 // overlapped kernel"). K (transposed: viewed as [128 x 16] per piece) is read by 16-row columns.
 // OVERLAP-LABEL: func.func private @__hg_cpu_dense_bf16_q32_kv8_b16_d128_{{[a-z0-9_]*}}_kt_ov(
 // OVERLAP-SAME: %[[K:[a-z0-9]+]]: memref<?x8x16x128xbf16>, %[[V:[a-z0-9]+]]: memref<?x8x16x128xbf16>

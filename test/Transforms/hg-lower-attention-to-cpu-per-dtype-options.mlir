@@ -8,7 +8,7 @@
 // RUN: not hybridgen-opt %s -hg-lower-attention-to-cpu="k-transposed=true spread-prefetch-16bit-kv=2" 2>&1 | FileCheck %s --check-prefix=BAD-SPREAD
 
 // The options that let one pipeline give f32 and 16-bit KV kernels different choices, as the
-// driver does on AMD Zen 4 with K transposed (docs/cpu-path.md, "Zen 4 again"): f32 KV planned
+// driver does on AMD Zen 4 with K transposed (docs/cpu-runs.md, "Zen 4 again"): f32 KV planned
 // as on AVX2 (vector-bits-f32-kv=256: 8 lanes and 16 registers) with each piece's logits
 // overlapped with the previous piece's p.V (overlap-pieces), bf16/f16 KV in 512-bit tiles with
 // the prefetches spread over the piece (spread-prefetch-16bit-kv=1; where both apply the spread

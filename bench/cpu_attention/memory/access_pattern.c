@@ -1,6 +1,6 @@
 // access_pattern.c: how fast one thread streams two arrays (K and V) from DRAM under the access
 // patterns the dense CPU attention kernel can produce, with a little math per cache line, so a
-// CPU's prefetchers can be characterized independently of the kernel (docs/cpu-path.md, "Memory
+// CPU's prefetchers can be characterized independently of the kernel (docs/cpu-runs.md, "Memory
 // behaviour on Zen 4"). Not part of the build: it needs AVX-512 (build it where the CPU has it).
 //
 //   clang-22 -O2 -march=native bench/cpu_attention/memory/access_pattern.c -o /tmp/access_pattern

@@ -1,5 +1,5 @@
 // decode_layout.c: what the K layout inside a block costs the exact 16-bit decode attention on one
-// core (docs/cpu-path.md, "K transposed per block: the layout measured by hand"). SmolLM2's shape
+// core (docs/cpu-runs.md, "K transposed per block"). SmolLM2's shape
 // (group 3, head dim 64, blocks of 16 tokens), bf16 K and V, f32 q and arithmetic (the default
 // exact kernel's: bf16 widened by a shift or a mask, f32 FMAs, online softmax per block), one kv
 // head's rows, one thread. Two loops that differ only in the logits:

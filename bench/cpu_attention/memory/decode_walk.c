@@ -1,5 +1,5 @@
 // decode_walk.c: a hand-written f32 decode attention with the dense kernel's memory walk, so that
-// the walk's DRAM behaviour can be measured apart from the compiler (docs/cpu-path.md, "Memory
+// the walk's DRAM behaviour can be measured apart from the compiler (docs/cpu-runs.md, "Memory
 // behaviour on Zen 4"). Llama-3-8B shape (8 kv heads, group 4, head dim 128, blocks of 16 tokens),
 // K and V pools [block][kv head][16][128] in one mapping (V after K plus GAP bytes), one thread.
 // Not part of the build (it needs AVX-512):

@@ -1,5 +1,5 @@
 // dot_throughput.c: how many vector multiply-adds one core retires per cycle, the compute limit of
-// decode attention (docs/cpu-path.md, "The bf16 dot-product path"). Twelve independent
+// decode attention (docs/cpu-runs.md, "The bf16 dot-product path"). Twelve independent
 // accumulators, so latency is hidden and only throughput counts; the clock comes from a chain of
 // dependent integer multiplies (3 cycles each), so the figures are per cycle of this core as it runs.
 // Not part of the build; the AVX-512 rows run only where the CPU has them (an AVX2-only Zen 3

@@ -5,13 +5,13 @@
 // adds up to 3 cycles. The broadcast loads (the kernels' q and p operands) are set beside plain
 // loads of a full register: LLVM's scheduling models put `vbroadcastss` from memory on FP1/FP2
 // on Zen 3 (ymm) and on FP1 alone on Zen 4 (zmm), where a plain load takes no FP pipe
-// (docs/cpu-path.md, "Predicted core cycles for a CPU not at hand"); these rows measure it. Not
+// (docs/cpu-runs.md, "Predicted core cycles for a CPU not at hand"); these rows measure it. Not
 // part of the build (needs AVX2 and FMA; the vpandd and zmm rows run only where AVX-512VL is):
 //
 //   clang-22 -O2 bench/cpu_attention/memory/fma_mix.c -o /tmp/fma_mix && \
 //       /tmp/fma_mix
 //
-// Measured numbers and what they mean for the kernel: docs/cpu-path.md, "Where one thread's time
+// Measured numbers and what they mean for the kernel: docs/cpu-runs.md, "Where one thread's time
 // goes in the 16-bit FMA kernel".
 #include <stdio.h>
 #include <time.h>

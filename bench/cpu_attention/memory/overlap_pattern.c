@@ -1,6 +1,6 @@
 // overlap_pattern.c: one thread streams two arrays (K and V) from DRAM in 4 KiB pieces with F
 // 512-bit FMAs per 64-byte line, in the order of the dense CPU attention kernel on transposed K
-// (docs/cpu-path.md, "Each piece's logits with the previous piece's p.V"). Not part of the build:
+// (docs/cpu-runs.md, "Each piece's logits with the previous piece's p.V"). Not part of the build:
 // it needs AVX-512.
 //
 //   clang-22 -O2 -march=native bench/cpu_attention/memory/overlap_pattern.c -o /tmp/overlap_pattern

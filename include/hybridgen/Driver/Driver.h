@@ -62,25 +62,25 @@ struct CompileOptions {
   /// piece (far V rows and the next piece's K asked for in p.V, not all in the logits). -1, the
   /// default: on for AMD Zen 4 with AVX-512, where Llama-3-8B's shape read 20-45% more of the
   /// roof with it on one thread, off elsewhere (not measured there); 0 off, 1 on
-  /// (docs/cpu-path.md, "Prefetches spread over the piece").
+  /// (docs/cpu-runs.md, "Prefetches spread over the piece").
   int64_t spreadPrefetch = -1;
   /// With kTransposed: the dense kernel computes each piece's logits in one loop with the
   /// previous piece's p.V, so that K and V stream together and the math is spread evenly over
   /// both (where spreadPrefetch does not apply). -1, the default: on for AVX2 and AVX-512
-  /// targets but AMD Zen 4, which has its own spread prefetch; 0 off, 1 on (docs/cpu-path.md,
+  /// targets but AMD Zen 4, which has its own spread prefetch; 0 off, 1 on (docs/cpu-runs.md,
   /// "Each piece's logits with the previous piece's p.V", "Logits in passes over the heads").
   int64_t overlapPieces = -1;
   /// With overlapPieces: how many pieces p.V runs behind the logits, 1 to 4 (0, the default:
   /// the target's, 1 on every target so far). At 2 no overlapped step waits on the softmax just
   /// before it, for cores whose out-of-order window does not cover the softmax's dependency
-  /// chain (docs/cpu-path.md, "p.V two pieces behind the logits").
+  /// chain (docs/cpu-runs.md, "p.V two pieces behind the logits").
   int64_t overlapPvLag = 0;
   /// The dense kernel's p.V loads each probability as a copy splatted across the lanes (written
   /// once per piece) instead of broadcasting it at every use. Off by default: LLVM's models of
   /// AMD Zen 3/4 predict it faster there (a broadcast load takes an FP pipe beside the FMAs),
   /// not yet measured on one; on Emerald Rapids it measured 2-4% slower cache-resident (AVX2
   /// code) and read 0.01-0.04 less of the roof from DRAM for 16-bit KV (AVX-512 code)
-  /// (docs/cpu-path.md, "Predicted core cycles for a CPU not at hand").
+  /// (docs/cpu-runs.md, "Predicted core cycles for a CPU not at hand").
   bool splatProbs = false;
   /// Vector width the CPU kernels' register tiles are sized for: 0 = the target's widest (512
   /// with AVX-512, 256 with AVX2, else 128); 256 or 128 narrower on purpose (must not exceed it).
@@ -88,12 +88,12 @@ struct CompileOptions {
   /// Use AVX512-BF16 dot products (vdpbf16ps) in the bf16 KV kernels when the target has them
   /// (AMD Zen 4/5, Intel Cooper Lake and later), q and p as bf16 hi + lo halves (~2^-17). Off by
   /// default: on AMD Zen 4 it measured as fast as the f32 FMAs on widened KV, which keep f32's
-  /// precision (docs/cpu-path.md, "The bf16 dot-product path").
+  /// precision (docs/cpu-runs.md, "The bf16 dot-product path").
   bool bf16Dot = false;
   /// bf16Dot with q and p rounded once to bf16 instead of as halves (implies bf16Dot): half the
   /// dot products, relative error ~1e-3 instead of ~4e-6, the precision of a bf16 model's
   /// attention in PyTorch. Off by default; on AMD Zen 4 decode attention read 12-28% more of
-  /// the memory roof with it on one thread at batch 1 (docs/cpu-path.md, "bf16 dot products
+  /// the memory roof with it on one thread at batch 1 (docs/cpu-runs.md, "bf16 dot products
   /// with q and p rounded once"). With kTransposed the logits take them too, on K's columns
   /// paired in registers (head dims that are a multiple of 8).
   bool bf16DotRounded = false;
@@ -101,7 +101,7 @@ struct CompileOptions {
   /// [head_dim][block_size] instead of [block_size][head_dim] (V unchanged; the runtime's
   /// KvLayout::kTransposed writes them so). The dense CPU kernel then computes the logits
   /// without sum trees, in the same exact f32 arithmetic: on AMD Zen 4, one thread, SmolLM2's
-  /// bf16 attention read 0.77-0.91 of the memory roof against 0.53-0.70 (docs/cpu-path.md, "K
+  /// bf16 attention read 0.77-0.91 of the memory roof against 0.53-0.70 (docs/cpu-runs.md, "K
   /// transposed per block"). Off by default here (the caller owns the pools); model artifacts
   /// turn it on. Not supported with top-k attention or GPU kernels (a CompileError says so).
   bool kTransposed = false;

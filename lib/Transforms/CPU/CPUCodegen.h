@@ -51,12 +51,12 @@ struct KernelConfig {
   bool bf16Dot = false;
   /// With bf16Dot: q and p enter the dot products rounded once to bf16 (as in a bf16 PyTorch
   /// model's attention) instead of as (hi, lo) halves: half the dot products, relative error
-  /// ~1e-3 instead of ~4e-6 (docs/cpu-path.md, "bf16 dot products with q and p rounded once").
+  /// ~1e-3 instead of ~4e-6 (docs/cpu-runs.md, "bf16 dot products with q and p rounded once").
   bool bf16DotRounded = false;
   /// K is stored transposed in each piece (one kv head's rows of one pool block): [head_dim]
   /// [block_size] instead of [block_size][head_dim] (V stays row-major). The logits are then
   /// FMAs of one column of the block's rows against a broadcast q element, with no sum trees
-  /// (logitsTransposed; docs/cpu-path.md, "K transposed per block").
+  /// (logitsTransposed; docs/cpu-runs.md, "K transposed per block").
   bool kTransposed = false;
   /// The target wants the transposed kernel's prefetches spread over the whole piece: see
   /// spreadPrefetch (the function) for where it applies.
@@ -288,7 +288,7 @@ int64_t bf16DotHalves(const KernelConfig &c);
 /// one) kept the core waiting on its miss buffers while p.V's memory stood idle: Llama-3-8B's
 /// shape read 0.49-0.57 -> 0.61-0.71 of the roof exact, 0.56 -> 0.72-0.80 with bf16 dot
 /// products (64K tokens, one thread). Pieces of 4 KiB and more, or the dot-product logits: the
-/// exact kernels of SmolLM2's 2 KiB pieces read ~4% less with it (docs/cpu-path.md, "Prefetches
+/// exact kernels of SmolLM2's 2 KiB pieces read ~4% less with it (docs/cpu-runs.md, "Prefetches
 /// spread over the piece").
 bool spreadPrefetch(const KernelConfig &c);
 
@@ -299,7 +299,7 @@ bool spreadPrefetch(const KernelConfig &c);
 /// iteration and spills them. On Zen 4 a zmm broadcast load beside every other FMA is free but
 /// one per FMA is not, and this kernel is bound by its multiply-adds on one core: it computes
 /// 22.8-23.0 GB/s cache-resident against 19.6-20.8 (f16; bf16 level to +7%) and reads 0.69-0.72
-/// of the roof from DRAM on one thread against 0.61-0.67 (docs/cpu-path.md, "Zen 4: wider p.V
+/// of the roof from DRAM on one thread against 0.61-0.67 (docs/cpu-runs.md, "Zen 4: wider p.V
 /// tiles for the spread 16-bit kernel").
 bool widePvTile(const KernelConfig &c);
 
@@ -308,7 +308,7 @@ bool widePvTile(const KernelConfig &c);
 /// broadcast load per use (one per column tile): asked for (KernelConfig::splatProbs), and not
 /// with the bf16 dot products, whose p.V broadcasts pairs. LLVM's scheduling models put a
 /// broadcast load on FP1/FP2 of Zen 3 (ymm) and on FP1 of Zen 4 (zmm), beside the FMAs, where a
-/// plain load takes no FP pipe; on Intel both are load-port only (docs/cpu-path.md, "Predicted
+/// plain load takes no FP pipe; on Intel both are load-port only (docs/cpu-runs.md, "Predicted
 /// core cycles for a CPU not at hand"). Off by default: not measured on an AMD CPU yet.
 bool splatProbs(const KernelConfig &c);
 
@@ -461,7 +461,7 @@ struct DenseBlock {
 /// (DenseBlock::overlappedStep): asked for (KernelConfig::overlapPieces), K transposed, the
 /// exact dense kernel without spreadPrefetch, a row tile of the whole block, and a head dim and
 /// piece that split evenly over p.V's row steps. On Emerald Rapids the Llama-3-8B shape's 16-bit
-/// kernels read 0.72-0.77 -> 0.77-0.88 of the roof with it (docs/cpu-path.md, "Each piece's
+/// kernels read 0.72-0.77 -> 0.77-0.88 of the roof with it (docs/cpu-runs.md, "Each piece's
 /// logits with the previous piece's p.V").
 bool overlapPieces(const KernelConfig &c);
 /// Rows per iteration of the overlapped loop.

@@ -93,7 +93,7 @@ bool cpu::bf16Pairs(const KernelConfig &c) {
   // Not in the overlapped kernel on 512-bit tiles: there p.V widening each V row's tile from two
   // 32-byte loads read 0.01-0.03 more of the roof from DRAM in all six cells measured (bf16,
   // Emerald Rapids, 128K x 1, 32K x 8, 128K x 8, 1 and 2 threads), though it computes ~4% slower
-  // cache-resident (docs/cpu-path.md, "bf16 V widened by halves in the overlapped kernel").
+  // cache-resident (docs/cpu-runs.md, "bf16 V widened by halves in the overlapped kernel").
   if (c.vectorBits == 512 && overlapPieces(c))
     return false;
   int64_t pair = 2 * c.lanes();
@@ -106,7 +106,7 @@ bool cpu::bf16Pairs(const KernelConfig &c) {
 /// max tree. A group that is not a power of two (SmolLM2's 9/3 heads) pads the tree with -inf
 /// rows, on the interleaved 16-bit kernel of Zen 4 only: there it read +10-48% from DRAM (bf16,
 /// head dim 64, group 3, 16K/64K tokens, batch 1/4, 1/2 threads), while the AVX2 kernels did not
-/// change and f32 read a little less (0.58 -> 0.56 at 64K; docs/cpu-path.md, "Groups that are
+/// change and f32 read a little less (0.58 -> 0.56 at 64K; docs/cpu-runs.md, "Groups that are
 /// not a power of two").
 bool cpu::vectorStats(const KernelConfig &c) {
   int64_t gs = c.subGroup(), bs = c.blockSize;
@@ -167,7 +167,7 @@ bool cpu::spreadPrefetch(const KernelConfig &c) {
 /// 8 KiB f32), 3 interleaved rounds of 128K x 1 and 32K/128K x 8: mean of 24 medians 0.783 ->
 /// 0.809 of the roof (f16 0.733 -> 0.765 at 128K x 1, f32 0.832 -> 0.862; bf16 level on one
 /// thread), the x86-64-v3 code 0.688 -> 0.757; SmolLM2's 2 KiB bf16 pieces read 0.72-0.77 ->
-/// 0.69-0.72 without it (docs/cpu-path.md, "The far prefetch asks for K only"). With
+/// 0.69-0.72 without it (docs/cpu-runs.md, "The far prefetch asks for K only"). With
 /// spreadPrefetch p.V asks for them instead.
 static bool farVInLogits(const KernelConfig &c) {
   return !spreadPrefetch(c) && c.pieceBytes() < kSmallPieceBytes;
@@ -413,7 +413,7 @@ void DenseBlock::logitsByTree(Value pb, Value kvh, ArrayRef<Value> qv) {
           prefetchRow(v, pb, kvh, r, /*locality=*/2);
           // The far prefetch: the same row of K and V of the piece c.farPieces() ahead, into L2.
           // The near prefetches alone leave each piece's lines to arrive just in time, and on
-          // the Zen 4 guest (docs/cpu-path.md, "Memory behaviour on Zen 4") the kernel then
+          // the Zen 4 guest (docs/cpu-runs.md, "Memory behaviour on Zen 4") the kernel then
           // read 0.19-0.24 of the roof for bf16 and 0.33-0.42 for f32 on one thread; with this
           // 0.30-0.35 and 0.38-0.44 (16K and 64K tokens, batch 1 and 8; 2 threads gained too).
           // The far prefetch alone, without the near ones, measured no better than none.
@@ -754,7 +754,7 @@ void DenseBlock::block(Value s, Value kvh, Value blk, Value t0, Value t1, Value 
   // On this walk V into L2 and K into L1 measured best (prefetchRow).
   // With K transposed the next piece's K is not asked for: into L1 (below) it cost 2-16% of the
   // bf16 kernel's DRAM rate at SmolLM2's shape and gained ~12% at Llama-3-8B's (AMD Zen 4, 64K
-  // tokens, one thread, far prefetch on; docs/cpu-path.md, "K transposed per block").
+  // tokens, one thread, far prefetch on; docs/cpu-runs.md, "K transposed per block").
   // With spreadPrefetch the transposed kernel asks for it again, and for the far V rows in p.V.
   Value nextK = treeRows(c) && (!c.kTransposed || spreadPrefetch(c)) ? pbNext : Value();
   if (c.kTransposed) {
@@ -945,7 +945,7 @@ int64_t cpu::overlapUnroll(const KernelConfig &c) {
   // One row per iteration for f16 on 16 registers: at 2, LLVM's scheduler hoisted the rows'
   // K column conversions from memory ahead of their FMAs and spilled them (16 stack moves per
   // row), and one row read 0.02-0.07 more of the roof from DRAM (x86-64-v3 on Emerald Rapids;
-  // bf16 read 0.02-0.03 less at 1, f32 the same; docs/cpu-path.md, "Logits in passes over the
+  // bf16 read 0.02-0.03 less at 1, f32 the same; docs/cpu-runs.md, "Logits in passes over the
   // heads").
   if (c.kvType.isF16() && c.targetRegs() == 16)
     return 1;
@@ -1068,7 +1068,7 @@ std::pair<int64_t, int64_t> cpu::overlapLogitPasses(const KernelConfig &c) {
     // loads and broadcasts of both halves of the step their registers: on AVX2 (Llama-3-8B
     // shape, Emerald Rapids) 4 passes read more than 2 in 6 of 8 cells (mean 0.907 against
     // 0.894 of the roof) and computed 1.62 against 1.41x the roof cache-resident
-    // (docs/cpu-path.md, "Logits in passes over the heads"). 16-bit columns would be widened
+    // (docs/cpu-runs.md, "Logits in passes over the heads"). 16-bit columns would be widened
     // again in every pass (bf16 read 0.02-0.03 less with 4).
     if (passes > 1 && c.kvType.isF32() && nt % gs == 0)
       return {gs, chainsFor(1)};

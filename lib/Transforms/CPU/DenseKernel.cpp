@@ -141,7 +141,7 @@ cpu::createKernelFunction(ImplicitLocOpBuilder &b, StringRef name, const KernelC
 /// since only its valid V rows may be read; the next piece's logits then run alone too.
 /// With pvLag 2 no overlapped step reads the probabilities of the softmax just before it, so the
 /// softmax's dependency chain can run beside the step's FMAs on a core whose out-of-order window
-/// does not reach past the step's first p.V rows (docs/cpu-path.md, "p.V two pieces behind").
+/// does not reach past the step's first p.V rows (docs/cpu-runs.md, "p.V two pieces behind").
 static void walkOverlapped(Emitter &e, const KernelConfig &c, DenseBlock &body, Value s,
                            Value blkLo, Value blkHi, Value u0, Value u1, int64_t nsub, Value t0,
                            Value t1, function_ref<void(Value, Value)> setFarPiece) {
@@ -284,7 +284,7 @@ func::FuncOp cpu::buildDenseKernel(ModuleOp module, StringRef name, const Kernel
   // The overlapped step's offsets into flat pieces, for 16-bit KV on 16-register (AVX2) targets:
   // on a Zen 3 (3 interleaved rounds from DRAM, 32K and 128K tokens, batch 1 and 8, 1 and 2
   // threads) bf16 read 0.787 against 0.708 of the roof (mean of medians), f16 0.747 against
-  // 0.699; f32 0.823 against 0.855, so it keeps its 4-D indices (docs/cpu-path.md, "Zen 3
+  // 0.699; f32 0.823 against 0.855, so it keeps its 4-D indices (docs/cpu-runs.md, "Zen 3
   // again, on transposed K"). AVX-512 code keeps them too: its 16-bit kernels read 0.837 of the
   // roof either way on Emerald Rapids (16 cells; "Emerald Rapids again: ...flat offsets").
   if (overlapPieces(c) && !c.kvType.isF32() && c.targetRegs() == 16) {

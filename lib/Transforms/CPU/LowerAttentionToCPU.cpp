@@ -84,7 +84,7 @@ struct LowerAttentionToCPUPass
     // f32 KV kernels may be planned as for a narrower target, lanes and register count alike
     // (the driver: as for AVX2 on Zen 4 with K transposed and the pieces overlapped, where the
     // 16-register plan, logits in passes over the heads, read 0.92 of the roof against 0.83
-    // with 256-bit tiles over 32 registers: docs/cpu-path.md, "Zen 4 again").
+    // with 256-bit tiles over 32 registers: docs/cpu-runs.md, "Zen 4 again").
     if (vectorBitsF32 > 0 && c.kvType.isF32())
       c.vectorBits = c.targetVectorBits = std::min<int64_t>(vectorBitsF32, vectorBits);
     // -1 (the target's default) is off here: the driver, which knows the CPU, resolves it.

@@ -14,7 +14,7 @@ namespace hybridgen::rt {
 /// after it; otherwise the lowest free id (nothing is reserved: every free block stays usable).
 /// A batch grown in lockstep from an empty tier so spans batch x (blocks rounded up to a run).
 /// Why: the dense CPU kernel read 0.02-0.04 less of the memory roof when the batch's blocks
-/// alternated one by one than in runs of 16 (docs/cpu-path.md, "Blocks in runs").
+/// alternated one by one than in runs of 16 (docs/cpu-runs.md, "Blocks in runs").
 ///
 /// Lazy stacks: a block taken out of stack order (as a sequence's next id) leaves its entry behind,
 /// and pops skip entries whose block or run is no longer free. O(1) amortized per call.

@@ -22,7 +22,7 @@ inline constexpr size_t kPoolAlignment = 64;
 /// Shape of one layer's K (and, identically, V) array: [num_blocks][kv_heads][block_size][head_dim].
 /// With kTransposed, each (block, kv head) piece of K holds its rows transposed, [head_dim]
 /// [block_size] (V is unchanged): the layout of code compiled with CompileOptions::kTransposed,
-/// whose decode logits then need no sum trees (docs/cpu-path.md, "K transposed per block").
+/// whose decode logits then need no sum trees (docs/cpu-runs.md, "K transposed per block").
 struct KvLayout {
   int32_t kvHeads = 8;
   int32_t blockSize = 16;  // tokens per block, 16..256
