@@ -35,11 +35,10 @@ run)
   out="${2:?usage: device.sh run OUTDIR [bench flags]}"
   shift 2
   export LD_LIBRARY_PATH="$BUNDLE${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
-  grep -m1 -E 'model name' /proc/cpuinfo || true
-  grep -m1 -E '^cpu family' /proc/cpuinfo || true
-  grep -m1 -E '^model\s' /proc/cpuinfo || true
-  grep -m1 '^flags' /proc/cpuinfo | tr ' ' '\n' | grep -E '^(avx|fma|f16c|amx)' | tr '\n' ' '
-  echo
+  # The CPU as the Python benches name it (peers.py's cpu_identity: model, family and model
+  # numbers, the ISA flags that pick kernels); stdlib only, so the GPU host's python3 runs it.
+  python3 -c "import sys; sys.path.insert(0, '$ROOT/bench/cpu_attention'); import peers
+print('; '.join(peers.cpu_identity()))" || true
   echo "cores: $(nproc)"
   bench="$BUNDLE/hybridgen_cpu_attention_aot_bench"
   # shellcheck disable=SC2054 # the commas are the bench's list syntax

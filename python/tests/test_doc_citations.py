@@ -10,7 +10,8 @@ THIS = pathlib.Path(__file__).resolve()  # its own examples are not citations
 ROOT = THIS.parents[2]
 CITED = ("cpu-path.md", "cpu-runs.md")
 # docs/cpu-runs.md, "Name" -- the name may run over a line break inside a comment.
-CITATION = re.compile(r'(cpu-path\.md|cpu-runs\.md),\s*(?:(?:///|//|#|\*)\s*)?"([^"]*)"')
+CITATION = re.compile(
+    "(" + "|".join(map(re.escape, CITED)) + r'),\s*(?:(?:///|//|#|\*)\s*)?"([^"]*)"')
 SOURCES = ["lib", "include", "runtime", "python", "test", "bench/cpu_attention", "docs", "scripts",
            "tools"]
 SUFFIXES = {".cpp", ".h", ".c", ".td", ".py", ".mlir", ".md", ".sh", ".txt"}
